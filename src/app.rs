@@ -1,0 +1,252 @@
+//! The wiring: creates every channel and spawns every role thread in one place, in the order
+//! that guarantees `ready` is the first frame, and joins them at shutdown.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, unbounded, Sender};
+
+use crate::cli::{self, Args};
+use crate::protocol::Outbound;
+use crate::provider::catalog::{clamp_thinking, Catalog, Model};
+use crate::provider::scripted::Script;
+use crate::session::queue::Queues;
+use crate::session::retry::RetryPolicy;
+use crate::session::state::Session;
+use crate::session::{Channels, ControlFrame, SessionLoop};
+use crate::tools::{ToolRegistry, DEFAULT_TOOLS};
+use crate::transport::{stdin, stdout};
+use crate::{exec, host, prompt};
+
+/// Frames queued for stdout before producers wait (memory bound; a host that stops reading
+/// stdout slows the agent down instead of growing a queue).
+const OUT_QUEUE: usize = 4096;
+
+/// Runs RPC mode until stdin closes or a signal arrives. Returns the process exit code.
+pub fn run(args: Args) -> i32 {
+    let cwd = match resolve_cwd(&args) {
+        Ok(c) => c,
+        Err(e) => return fatal(&e),
+    };
+    let tool_names: Vec<String> = match (&args.tools, args.no_tools) {
+        (_, true) => Vec::new(),
+        (Some(t), _) => t
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        (None, _) => DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
+    };
+    let tools = match ToolRegistry::builtin(&tool_names) {
+        Ok(t) => t,
+        Err(e) => return fatal(&e),
+    };
+    let agent_dir = cli::agent_dir();
+    let catalog = Catalog::load(&agent_dir);
+    let model = match pick_model(&catalog, &args) {
+        Ok(m) => m,
+        Err(e) => return fatal(&e),
+    };
+    let system_prompt = prompt::build(&prompt::PromptOptions {
+        cwd: &cwd,
+        agent_dir: &agent_dir,
+        tools: &tools.specs(),
+        replace: args.system_prompt.as_deref(),
+        append: args.append_system_prompt.as_deref(),
+        rules: !args.no_rules,
+        skills: !args.no_skills,
+    });
+    let session_id = args
+        .provider_session_id
+        .clone()
+        .unwrap_or_else(crate::ids::uuid_v7);
+    let thinking = clamp_thinking(args.thinking.as_deref().unwrap_or("off"), model.as_ref());
+    let script = args.script.as_ref().map(|p| Script::load(p).map(Arc::new));
+    let state = Session {
+        id: session_id.clone(),
+        name: None,
+        cwd,
+        catalog,
+        model,
+        thinking,
+        queues: Queues::default(),
+        retry: RetryPolicy::default(),
+        auto_compaction: true,
+        messages: Vec::new(),
+        todos: Vec::new(),
+        system_prompt,
+        tools,
+        script,
+        usage: Default::default(),
+    };
+    serve(state, &args, session_id)
+}
+
+fn serve(state: Session, args: &Args, session_id: String) -> i32 {
+    let (out_tx, out_rx) = bounded::<Outbound>(OUT_QUEUE);
+    let (control_tx, control_rx) = unbounded();
+    let (command_tx, command_rx) = unbounded();
+
+    // 1. The writer, and `ready` as its first frame, before anything can be read.
+    let writer_control = control_tx.clone();
+    let writer = spawn("gjc-stdout", move || {
+        let result = stdout::Writer::new(std::io::stdout().lock(), session_id).run(out_rx);
+        if let Err(e) = result {
+            log::info!("stdout closed: {e}");
+            let _ = writer_control.send(ControlFrame::Shutdown("stdout closed"));
+        }
+    });
+    let _ = out_tx.send(Outbound::Ready);
+
+    // 2. The actors the session talks to.
+    let spill_dir = std::env::temp_dir().join(format!("gjc-{}", std::process::id()));
+    let (bash, bash_thread) = match exec::spawn(spill_dir, args.keep_bash_output) {
+        Ok(b) => b,
+        Err(e) => return fatal(&format!("cannot start the bash thread: {e}")),
+    };
+    let (host, host_thread) = match host::spawn(out_tx.clone()) {
+        Ok(h) => h,
+        Err(e) => return fatal(&format!("cannot start the host thread: {e}")),
+    };
+    watch_signals(control_tx.clone());
+    watch_parent(control_tx.clone());
+
+    // 3. The session, then the reader.
+    let (provider_tx, provider) = bounded(4096);
+    let (tool_tx, tool) = unbounded();
+    let (bash_tx, bash_events) = unbounded();
+    let channels = Channels {
+        control: control_rx,
+        commands: command_rx,
+        out: out_tx,
+        provider_tx,
+        provider,
+        tool_tx,
+        tool,
+        bash_tx,
+        bash_events,
+    };
+    let session = SessionLoop::new(state, channels, bash, host.clone(), args.compact_updates);
+    let session_thread = spawn("gjc-session", move || session.run());
+    let routes = stdin::StdinRoutes {
+        control: control_tx,
+        commands: command_tx,
+        host: host.sender(),
+    };
+    drop(host);
+    // Never joined: a read blocked on a live stdin cannot be interrupted, and at a signal the
+    // process exits with the reader still waiting.
+    let _stdin = spawn("gjc-stdin", move || {
+        stdin::run(std::io::stdin().lock(), routes, stdin::default_max_line())
+    });
+
+    // Shutdown: the session returns after aborting its run; the writer drains once every sender
+    // (session, host broker) is gone.
+    join(session_thread, "gjc-session");
+    join(bash_thread, "gjc-bash");
+    join(host_thread, "gjc-host");
+    join(writer, "gjc-stdout");
+    0
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .unwrap_or_else(|e| {
+            log::error!("cannot start thread {name}: {e}");
+            std::process::exit(1)
+        })
+}
+
+fn join(handle: std::thread::JoinHandle<()>, name: &str) {
+    if handle.join().is_err() {
+        log::error!("thread {name} panicked");
+    }
+}
+
+fn fatal(message: &str) -> i32 {
+    eprintln!("gjc: {message}");
+    2
+}
+
+fn resolve_cwd(args: &Args) -> Result<PathBuf, String> {
+    let cwd = match &args.cwd {
+        Some(c) => c.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}"))?,
+    };
+    let cwd = std::fs::canonicalize(&cwd).map_err(|e| format!("--cwd {}: {e}", cwd.display()))?;
+    if !cwd.is_dir() {
+        return Err(format!("--cwd {} is not a directory", cwd.display()));
+    }
+    Ok(cwd)
+}
+
+/// `--provider`/`--model`; else the first provider with a key; else Anthropic's default model
+/// (a prompt then fails with a clear missing-key error, never the startup).
+fn pick_model(catalog: &Catalog, args: &Args) -> Result<Option<Model>, String> {
+    match (&args.provider, &args.model) {
+        (Some(p), Some(m)) => catalog
+            .find(p, m)
+            .cloned()
+            .map(Some)
+            .ok_or(format!("Model not found: {p}/{m}")),
+        (Some(p), None) => catalog
+            .first_of(p)
+            .cloned()
+            .map(Some)
+            .ok_or(format!("unknown provider {p:?}")),
+        (None, Some(m)) => catalog
+            .models()
+            .iter()
+            .find(|x| x.id == *m)
+            .cloned()
+            .map(Some)
+            .ok_or(format!("Model not found: {m}")),
+        (None, None) => {
+            let preferred = ["anthropic", "openai", "google"]
+                .iter()
+                .find(|p| catalog.has_key(p))
+                .copied()
+                .unwrap_or("anthropic");
+            Ok(catalog.first_of(preferred).cloned())
+        }
+    }
+}
+
+/// SIGTERM, SIGINT and SIGHUP shut down as stdin EOF does.
+fn watch_signals(control: Sender<ControlFrame>) {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    match signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP]) {
+        Ok(mut signals) => {
+            spawn("gjc-signal", move || {
+                if signals.forever().next().is_some() {
+                    let _ = control.send(ControlFrame::Shutdown("signal"));
+                }
+            });
+        }
+        Err(e) => log::warn!("cannot install signal handlers: {e}"),
+    }
+}
+
+/// Exits when the parent dies: the kernel's parent-death signal (SIGTERM, handled above) on
+/// Linux, and a check of the parent pid as a fallback for hosts that die without closing stdin.
+fn watch_parent(control: Sender<ControlFrame>) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_PDEATHSIG only sets a process attribute.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+    }
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    spawn("gjc-parent", move || loop {
+        std::thread::sleep(Duration::from_millis(500));
+        // SAFETY: as above.
+        if unsafe { libc::getppid() } != parent {
+            let _ = control.send(ControlFrame::Shutdown("parent process exited"));
+            return;
+        }
+    });
+}

@@ -1,0 +1,16 @@
+//! The `gjc` binary: parse the command line, set up logging on stderr, run RPC mode.
+
+use clap::Parser;
+
+fn main() {
+    let args = gjc::cli::Args::parse();
+    // Logs never touch stdout, which carries only protocol frames.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .target(env_logger::Target::Stderr)
+        .init();
+    if let Err(e) = args.validate() {
+        eprintln!("gjc: {e}");
+        std::process::exit(2);
+    }
+    std::process::exit(gjc::app::run(args));
+}

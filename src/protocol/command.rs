@@ -1,0 +1,317 @@
+//! Every inbound command of the seed, typed. The `commands!` table below is the single list of
+//! command names: it generates the `Command` enum, its decoder and `Command::NAMES`.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::message::ImageContent;
+
+macro_rules! commands {
+    ($($variant:ident = $name:literal => $params:ty),* $(,)?) => {
+        /// One decoded command. The `id` travels beside it (see `decode.rs`).
+        #[derive(Debug, Clone)]
+        pub enum Command {
+            $($variant($params),)*
+        }
+
+        impl Command {
+            /// Every command type this build understands, in table order.
+            pub const NAMES: &'static [&'static str] = &[$($name),*];
+
+            /// The wire name, as echoed in `response.command`.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Command::$variant(_) => $name,)*
+                }
+            }
+
+            /// Decodes the fields of a command whose `type` is `name`. `None` for an unknown type.
+            pub fn decode(name: &str, value: Value) -> Option<Result<Command, String>> {
+                match name {
+                    $($name => Some(decode_params::<$params>(value).map(Command::$variant)),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+fn decode_params<T: for<'de> Deserialize<'de>>(value: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        if path == "." || path.is_empty() {
+            inner.to_string()
+        } else {
+            format!("{path}: {inner}")
+        }
+    })
+}
+
+commands! {
+    Prompt = "prompt" => PromptParams,
+    Steer = "steer" => MessageParams,
+    FollowUp = "follow_up" => MessageParams,
+    Abort = "abort" => NoParams,
+    AbortAndPrompt = "abort_and_prompt" => MessageParams,
+    NewSession = "new_session" => NewSessionParams,
+    GetState = "get_state" => GetStateParams,
+    SetTodos = "set_todos" => SetTodosParams,
+    SetHostTools = "set_host_tools" => SetHostToolsParams,
+    SetHostUriSchemes = "set_host_uri_schemes" => SetHostUriSchemesParams,
+    WorkflowGateResponse = "workflow_gate_response" => WorkflowGateResponseParams,
+    GetPendingWorkflowGates = "get_pending_workflow_gates" => NoParams,
+    NegotiateUnattended = "negotiate_unattended" => NegotiateUnattendedParams,
+    SetCapabilities = "set_capabilities" => SetCapabilitiesParams,
+    SetModel = "set_model" => SetModelParams,
+    CycleModel = "cycle_model" => NoParams,
+    GetAvailableModels = "get_available_models" => NoParams,
+    SetThinkingLevel = "set_thinking_level" => SetThinkingLevelParams,
+    CycleThinkingLevel = "cycle_thinking_level" => NoParams,
+    SetSteeringMode = "set_steering_mode" => ModeParams,
+    SetFollowUpMode = "set_follow_up_mode" => ModeParams,
+    SetInterruptMode = "set_interrupt_mode" => ModeParams,
+    Compact = "compact" => CompactParams,
+    SetAutoCompaction = "set_auto_compaction" => EnabledParams,
+    SetAutoRetry = "set_auto_retry" => EnabledParams,
+    AbortRetry = "abort_retry" => NoParams,
+    Bash = "bash" => BashParams,
+    AbortBash = "abort_bash" => NoParams,
+    GetSessionStats = "get_session_stats" => NoParams,
+    ExportHtml = "export_html" => ExportHtmlParams,
+    SwitchSession = "switch_session" => SwitchSessionParams,
+    Branch = "branch" => BranchParams,
+    GetBranchMessages = "get_branch_messages" => NoParams,
+    GetLastAssistantText = "get_last_assistant_text" => NoParams,
+    SetSessionName = "set_session_name" => SetSessionNameParams,
+    GetMessages = "get_messages" => NoParams,
+    ListSessions = "list_sessions" => ListSessionsParams,
+    Handoff = "handoff" => CompactParams,
+    GetLoginProviders = "get_login_providers" => NoParams,
+    Login = "login" => LoginParams,
+}
+
+impl Command {
+    /// Cancellations take the control lane: they overtake every queued command (see docs/protocol.md).
+    pub fn is_control(&self) -> bool {
+        matches!(
+            self,
+            Command::Abort(_) | Command::AbortBash(_) | Command::AbortRetry(_)
+        )
+    }
+}
+
+/// Commands without fields. Unknown fields are ignored everywhere, for forward compatibility.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NoParams {}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptParams {
+    pub message: String,
+    #[serde(default)]
+    pub images: Vec<ImageContent>,
+    #[serde(default)]
+    pub streaming_behavior: Option<StreamingBehavior>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum StreamingBehavior {
+    #[serde(rename = "steer")]
+    Steer,
+    #[serde(rename = "followUp")]
+    FollowUp,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct MessageParams {
+    pub message: String,
+    #[serde(default)]
+    pub images: Vec<ImageContent>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewSessionParams {
+    #[serde(default)]
+    pub parent_session: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct GetStateParams {
+    #[serde(default)]
+    pub include: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SetTodosParams {
+    pub phases: Vec<Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SetHostToolsParams {
+    pub tools: Vec<HostToolDefinition>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct HostToolDefinition {
+    pub name: String,
+    #[serde(default)]
+    pub label: Option<String>,
+    #[serde(default)]
+    pub description: String,
+    pub parameters: Value,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SetHostUriSchemesParams {
+    pub schemes: Vec<HostUriSchemeDefinition>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct HostUriSchemeDefinition {
+    pub scheme: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub writable: bool,
+    #[serde(default)]
+    pub immutable: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct WorkflowGateResponseParams {
+    pub gate_id: String,
+    pub answer: Value,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct NegotiateUnattendedParams {
+    #[serde(default)]
+    pub declaration: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SetCapabilitiesParams {
+    #[serde(default)]
+    pub capabilities: Value,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetModelParams {
+    pub provider: String,
+    pub model_id: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SetThinkingLevelParams {
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ModeParams {
+    pub mode: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactParams {
+    #[serde(default)]
+    pub custom_instructions: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct EnabledParams {
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct BashParams {
+    pub command: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportHtmlParams {
+    #[serde(default)]
+    pub output_path: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SwitchSessionParams {
+    pub session_path: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchParams {
+    pub entry_id: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SetSessionNameParams {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ListSessionsParams {
+    #[serde(default)]
+    pub all: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginParams {
+    pub provider_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn decodes_prompt_with_streaming_behavior() {
+        let cmd = Command::decode(
+            "prompt",
+            json!({"type":"prompt","message":"hi","streamingBehavior":"followUp","extra":1}),
+        )
+        .unwrap()
+        .unwrap();
+        match cmd {
+            Command::Prompt(p) => {
+                assert_eq!(p.message, "hi");
+                assert_eq!(p.streaming_behavior, Some(StreamingBehavior::FollowUp));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn wrong_type_names_the_field() {
+        let err = Command::decode("prompt", json!({"message": 5}))
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            err.starts_with("message: invalid type: integer `5`"),
+            "{err}"
+        );
+        let err = Command::decode("set_model", json!({"provider":"a"}))
+            .unwrap()
+            .unwrap_err();
+        assert!(err.contains("missing field `modelId`"), "{err}");
+    }
+
+    #[test]
+    fn unknown_type_is_none_and_names_are_unique() {
+        assert!(Command::decode("nope", json!({})).is_none());
+        let mut names = Command::NAMES.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Command::NAMES.len());
+    }
+}

@@ -1,0 +1,19 @@
+//! The wire protocol: typed inbound commands and host replies, outbound frames and events, and
+//! the message model they carry. This module holds no logic beyond decoding.
+//!
+//! Conventions (docs/protocol.md has the full rules): one JSON object per line; `id` echoed on
+//! every response to a command that carried one; absent optional fields are omitted, and both
+//! absent and `null` are accepted inbound; unknown inbound fields are ignored.
+
+pub mod command;
+pub mod decode;
+pub mod event;
+pub mod host_reply;
+pub mod message;
+pub mod outbound;
+
+pub use command::Command;
+pub use decode::{decode_line, Inbound, MAX_LINE_BYTES};
+pub use event::AgentEvent;
+pub use host_reply::HostReply;
+pub use outbound::{FlatFrame, Outbound, Response, TypedError};

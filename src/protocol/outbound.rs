@@ -1,0 +1,170 @@
+//! Everything the agent writes to stdout, as typed values. Only `transport/stdout.rs` turns these
+//! into bytes.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::event::AgentEvent;
+
+#[derive(Debug, Clone)]
+pub enum Outbound {
+    Ready,
+    Response(Response),
+    /// Boxed: events are large and frequent; the other frames are small.
+    Event(Box<AgentEvent>),
+    Frame(FlatFrame),
+}
+
+/// `{id?, type:"response", command, success, data? | error}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Response {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<Value>,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub command: String,
+    pub success: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+}
+
+impl Response {
+    pub fn ok(id: Option<Value>, command: &str, data: Option<Value>) -> Response {
+        Response {
+            id,
+            kind: "response",
+            command: command.to_string(),
+            success: true,
+            data,
+            error: None,
+        }
+    }
+
+    pub fn err(id: Option<Value>, command: &str, error: impl Into<ErrorValue>) -> Response {
+        Response {
+            id,
+            kind: "response",
+            command: command.to_string(),
+            success: false,
+            data: None,
+            error: Some(error.into().0),
+        }
+    }
+}
+
+/// A response error: a plain string, or a typed object `{code, message, ...}`.
+pub struct ErrorValue(pub Value);
+
+impl From<String> for ErrorValue {
+    fn from(s: String) -> ErrorValue {
+        ErrorValue(Value::String(s))
+    }
+}
+
+impl From<&str> for ErrorValue {
+    fn from(s: &str) -> ErrorValue {
+        ErrorValue(Value::String(s.to_string()))
+    }
+}
+
+impl From<TypedError> for ErrorValue {
+    fn from(e: TypedError) -> ErrorValue {
+        ErrorValue(json!({"code": e.code, "message": e.message}))
+    }
+}
+
+/// A typed, object-valued error such as `{"code":"not_supported","message":...}`.
+pub struct TypedError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl TypedError {
+    pub fn not_supported(command: &str, why: &str) -> TypedError {
+        TypedError {
+            code: "not_supported",
+            message: format!("{command} is not supported: {why}"),
+        }
+    }
+}
+
+/// The flat (non-event) frames of the host sub-protocols.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FlatFrame {
+    WorkflowGate(Value),
+    ExtensionUiRequest(UiRequest),
+    ExtensionError {
+        #[serde(rename = "extensionPath")]
+        extension_path: String,
+        event: String,
+        error: String,
+    },
+    HostToolCall {
+        id: String,
+        #[serde(rename = "toolCallId")]
+        tool_call_id: String,
+        #[serde(rename = "toolName")]
+        tool_name: String,
+        arguments: Value,
+    },
+    HostToolCancel {
+        id: String,
+        #[serde(rename = "targetId")]
+        target_id: String,
+    },
+    HostUriRequest {
+        id: String,
+        operation: &'static str,
+        url: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<String>,
+    },
+    HostUriCancel {
+        id: String,
+        #[serde(rename = "targetId")]
+        target_id: String,
+    },
+}
+
+/// `{type:"extension_ui_request", id, method, ...method fields}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct UiRequest {
+    pub id: String,
+    pub method: &'static str,
+    #[serde(flatten)]
+    pub fields: serde_json::Map<String, Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn response_shapes() {
+        let ok = Response::ok(Some(json!("r1")), "get_state", None);
+        assert_eq!(
+            serde_json::to_string(&ok).unwrap(),
+            r#"{"id":"r1","type":"response","command":"get_state","success":true}"#
+        );
+        let err = Response::err(None, "parse", "bad");
+        assert_eq!(
+            serde_json::to_string(&err).unwrap(),
+            r#"{"type":"response","command":"parse","success":false,"error":"bad"}"#
+        );
+    }
+
+    #[test]
+    fn flat_frames_are_tagged() {
+        let f = FlatFrame::HostToolCancel {
+            id: "c".into(),
+            target_id: "t".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"type":"host_tool_cancel","id":"c","targetId":"t"}"#
+        );
+    }
+}

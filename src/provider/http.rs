@@ -1,0 +1,272 @@
+//! The blocking HTTP side of a stream: one ureq `Agent` per request (so that `Agent::shutdown`
+//! interrupts exactly this stream), status and body mapped to a `ProviderFailure`, SSE events fed
+//! to the API's decoder, deltas forwarded to the session as they come.
+
+use std::io::BufReader;
+use std::time::{Duration, Instant};
+
+use super::builder::MessageBuilder;
+use super::catalog::price;
+use super::retry_hints;
+use super::sse::SseReader;
+use super::wire::{self, Decoder, StreamError};
+use super::{CancelFlag, EventSink, ProviderEvent, ProviderFailure, ProviderRequest};
+use crate::protocol::message::{AssistantMessage, StopReason};
+use crate::session::retry::{is_context_overflow, is_transient_status, is_transient_text};
+
+pub fn agent() -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(Duration::from_secs(30)))
+        .user_agent(concat!("gjc/", env!("CARGO_PKG_VERSION")))
+        .build();
+    ureq::Agent::new_with_config(config)
+}
+
+pub fn run_stream(
+    request: &ProviderRequest,
+    agent: &ureq::Agent,
+    cancel: &CancelFlag,
+    sink: &EventSink,
+) {
+    let model = &request.model;
+    let builder = MessageBuilder::new(AssistantMessage::empty(
+        model.api.as_str(),
+        &model.provider,
+        &model.id,
+    ));
+    let (call, decoder) = wire::build(model.api, request);
+    let started = Instant::now();
+    let body = match serde_json::to_vec(&call.body) {
+        Ok(b) => b,
+        Err(e) => {
+            return fail(
+                builder,
+                sink,
+                cancel,
+                format!("cannot encode request: {e}"),
+                None,
+                false,
+                None,
+            )
+        }
+    };
+    let mut req = agent
+        .post(&call.url)
+        .header("content-type", "application/json");
+    for (k, v) in &call.headers {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    let response = match req.send(&body[..]) {
+        Ok(r) => r,
+        Err(e) => {
+            return fail(
+                builder,
+                sink,
+                cancel,
+                format!("request failed: {e}"),
+                None,
+                true,
+                None,
+            )
+        }
+    };
+    let status = response.status().as_u16();
+    if status != 200 {
+        return http_error(builder, sink, cancel, response);
+    }
+    let reader = SseReader::new(BufReader::with_capacity(
+        16 * 1024,
+        response.into_body().into_reader(),
+    ));
+    stream(builder, decoder, reader, request, started, cancel, sink);
+}
+
+fn stream(
+    mut builder: MessageBuilder,
+    mut decoder: Box<dyn Decoder>,
+    mut reader: SseReader<impl std::io::BufRead>,
+    request: &ProviderRequest,
+    started: Instant,
+    cancel: &CancelFlag,
+    sink: &EventSink,
+) {
+    let stop = loop {
+        let event = match reader.next_event() {
+            Ok(Some(e)) => e,
+            Ok(None) => match decoder.on_eof(&mut builder) {
+                Ok(stop) => break stop,
+                Err(e) => return fail(builder, sink, cancel, e.message, None, e.transient, None),
+            },
+            Err(e) => {
+                return fail(
+                    builder,
+                    sink,
+                    cancel,
+                    format!("stream interrupted: {e}"),
+                    None,
+                    true,
+                    None,
+                )
+            }
+        };
+        let outcome = decoder.on_event(&event, &mut builder);
+        if !forward(&mut builder, sink, started) {
+            return;
+        }
+        match outcome {
+            Ok(Some(stop)) => break stop,
+            Ok(None) => {}
+            Err(StreamError { message, transient }) => {
+                return fail(builder, sink, cancel, message, None, transient, None)
+            }
+        }
+    };
+    let mut message = builder.finish(stop);
+    message.duration = Some(started.elapsed().as_millis() as u64);
+    message.usage.finish_totals();
+    price(&mut message.usage, &request.model.cost);
+    sink.send(ProviderEvent::Done(message));
+}
+
+/// Sends `Start` before the first delta, then the pending deltas. `false` when the session is gone.
+fn forward(builder: &mut MessageBuilder, sink: &EventSink, started: Instant) -> bool {
+    if builder.pending.is_empty() {
+        return true;
+    }
+    if !builder.started {
+        builder.started = true;
+        builder.message.ttft = Some(started.elapsed().as_millis() as u64);
+        if !sink.send(ProviderEvent::Start) {
+            return false;
+        }
+    }
+    builder
+        .take_pending()
+        .into_iter()
+        .all(|ev| sink.send(ProviderEvent::Delta(ev)))
+}
+
+fn http_error(
+    builder: MessageBuilder,
+    sink: &EventSink,
+    cancel: &CancelFlag,
+    response: ureq::http::Response<ureq::Body>,
+) {
+    let status = response.status().as_u16();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let retry_after = retry_hints(
+        header("retry-after-ms").as_deref(),
+        header("retry-after").as_deref(),
+    );
+    let should_retry = header("x-should-retry");
+    let text = response
+        .into_body()
+        .with_config()
+        .limit(256 * 1024)
+        .read_to_string()
+        .unwrap_or_default();
+    let detail = error_detail(&text);
+    let transient = match should_retry.as_deref() {
+        Some("true") => true,
+        Some("false") => false,
+        _ => is_transient_status(status) && !detail.contains("insufficient_quota"),
+    };
+    let message = format!("HTTP {status}: {detail}");
+    fail(
+        builder,
+        sink,
+        cancel,
+        message,
+        Some(status),
+        transient,
+        retry_after,
+    );
+}
+
+/// The provider's own message from an error body (`error.message`, Gemini's array form), else the
+/// body itself, clipped.
+pub fn error_detail(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let first = parsed.as_ref().map(|v| {
+        if let Some(a) = v.as_array() {
+            a.first().cloned().unwrap_or_default()
+        } else {
+            v.clone()
+        }
+    });
+    let from_json = first.as_ref().and_then(|v| {
+        let err = v.get("error")?;
+        let msg = err
+            .get("message")
+            .and_then(|m| m.as_str())
+            .or_else(|| err.as_str())?;
+        let kind = err
+            .get("type")
+            .or_else(|| err.get("status"))
+            .and_then(|t| t.as_str());
+        Some(match kind {
+            Some(k) => format!("{k}: {msg}"),
+            None => msg.to_string(),
+        })
+    });
+    from_json.unwrap_or_else(|| wire::clip(body.trim(), 500).to_string())
+}
+
+pub fn fail(
+    builder: MessageBuilder,
+    sink: &EventSink,
+    cancel: &CancelFlag,
+    message: String,
+    status: Option<u16>,
+    transient: bool,
+    retry_after: Option<Duration>,
+) {
+    if cancel.is_set() {
+        let message = builder.fail(StopReason::Aborted, "Request was aborted".into(), None);
+        sink.send(ProviderEvent::Failed(ProviderFailure {
+            message,
+            transient: false,
+            retry_after: None,
+            overflow: false,
+        }));
+        return;
+    }
+    let overflow = is_context_overflow(&message);
+    let transient = !overflow && (transient || (status.is_none() && is_transient_text(&message)));
+    let message = builder.fail(StopReason::Error, message, status);
+    sink.send(ProviderEvent::Failed(ProviderFailure {
+        message,
+        transient,
+        retry_after,
+        overflow,
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_detail_reads_provider_shapes() {
+        assert_eq!(
+            error_detail(
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ),
+            "overloaded_error: Overloaded"
+        );
+        assert_eq!(
+            error_detail(
+                r#"[{"error":{"code":429,"message":"Quota","status":"RESOURCE_EXHAUSTED"}}]"#
+            ),
+            "RESOURCE_EXHAUSTED: Quota"
+        );
+        assert_eq!(error_detail("plain text"), "plain text");
+    }
+}

@@ -1,0 +1,143 @@
+//! Model providers. The session asks for one streamed completion with `start_stream`; a short-lived
+//! `gjc-provider` thread performs the request and sends `ProviderMsg`s back, tagged with the run
+//! generation so that events of an abandoned stream are recognised and dropped. The returned
+//! `StreamHandle` aborts the stream from the session thread: it shuts the HTTP connection down,
+//! which ends a read blocked in the worker at once.
+
+pub mod anthropic;
+pub mod builder;
+pub mod catalog;
+pub mod gemini;
+pub mod http;
+pub mod openai_chat;
+pub mod openai_responses;
+pub mod scripted;
+pub mod sse;
+pub mod wire;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use serde_json::Value;
+
+use crate::protocol::message::{AgentMessage, AssistantMessage, StreamEvent};
+use catalog::{Api, Model};
+
+/// Everything one model request needs; built by the session from its state.
+#[derive(Debug, Clone)]
+pub struct ProviderRequest {
+    pub model: Model,
+    pub api_key: Option<String>,
+    pub system_prompt: String,
+    pub messages: Vec<AgentMessage>,
+    pub tools: Vec<ToolSpec>,
+    pub thinking: &'static str,
+    pub session_id: String,
+    pub scripted: Option<Arc<scripted::Script>>,
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+#[derive(Debug)]
+pub struct ProviderMsg {
+    pub generation: u64,
+    pub event: ProviderEvent,
+}
+
+#[derive(Debug)]
+pub enum ProviderEvent {
+    /// The response started (HTTP 200 and first bytes); becomes the assistant `message_start`.
+    Start,
+    Delta(StreamEvent),
+    Done(AssistantMessage),
+    Failed(ProviderFailure),
+}
+
+/// A failed request or stream: the partial message (stop reason `error` or `aborted`) and what the
+/// retry policy needs to know.
+#[derive(Debug)]
+pub struct ProviderFailure {
+    pub message: AssistantMessage,
+    pub transient: bool,
+    pub retry_after: Option<Duration>,
+    pub overflow: bool,
+}
+
+/// Cancels one stream. Dropping it does not cancel; the session calls `abort` explicitly.
+pub struct StreamHandle {
+    cancelled: Arc<AtomicBool>,
+    agent: Option<ureq::Agent>,
+}
+
+impl StreamHandle {
+    pub fn abort(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        if let Some(agent) = &self.agent {
+            agent.clone().shutdown();
+        }
+    }
+}
+
+/// Shared with the worker: whether the session gave up on this stream.
+#[derive(Clone)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Sends provider events for one generation; `false` once the session is gone.
+#[derive(Clone)]
+pub struct EventSink {
+    generation: u64,
+    tx: Sender<ProviderMsg>,
+}
+
+impl EventSink {
+    pub fn send(&self, event: ProviderEvent) -> bool {
+        self.tx
+            .send(ProviderMsg {
+                generation: self.generation,
+                event,
+            })
+            .is_ok()
+    }
+}
+
+/// Starts one streamed completion on a new `gjc-provider` thread.
+pub fn start_stream(
+    request: ProviderRequest,
+    generation: u64,
+    tx: Sender<ProviderMsg>,
+) -> StreamHandle {
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let cancel = CancelFlag(cancelled.clone());
+    let sink = EventSink { generation, tx };
+    let agent = (request.model.api != Api::Scripted).then(http::agent);
+    let worker_agent = agent.clone();
+    let spawned = std::thread::Builder::new()
+        .name("gjc-provider".into())
+        .spawn(move || match worker_agent {
+            Some(agent) => http::run_stream(&request, &agent, &cancel, &sink),
+            None => scripted::run_stream(&request, &cancel, &sink),
+        });
+    if let Err(e) = spawned {
+        log::error!("cannot start provider thread: {e}");
+    }
+    StreamHandle { cancelled, agent }
+}
+
+/// `retry-after-ms`, then `retry-after` in seconds.
+pub fn retry_hints(retry_after_ms: Option<&str>, retry_after: Option<&str>) -> Option<Duration> {
+    crate::session::retry::retry_after(retry_after_ms, retry_after)
+}

@@ -1,0 +1,316 @@
+//! OpenAI Chat Completions and the compatible servers (DeepSeek, Groq, OpenRouter, xAI, Mistral,
+//! Ollama, vLLM, llama.cpp, LM Studio): request body and chunk decoder, with the quirks of
+//! PROVIDERS.md §2.4 (reasoning in `reasoning_content`/`reasoning`/`reasoning_text`, usage in the
+//! finish chunk or a chunk without choices, `stop` on tool-call turns, no `[DONE]`).
+
+use serde_json::{json, Value};
+
+use super::builder::MessageBuilder;
+use super::sse::SseEvent;
+use super::wire::{self, replay_history, same_model, HttpCall, StreamError};
+use super::ProviderRequest;
+use crate::protocol::message::{AgentMessage, Content, StopReason};
+
+pub fn request(req: &ProviderRequest) -> HttpCall {
+    let is_openai = req.model.provider == "openai";
+    let system_role = if is_openai && req.model.reasoning {
+        "developer"
+    } else {
+        "system"
+    };
+    let mut messages = vec![json!({"role": system_role, "content": req.system_prompt})];
+    messages.extend(history(req));
+    let mut body = json!({
+        "model": req.model.id,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "messages": messages,
+    });
+    let max_key = if is_openai {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    body[max_key] = json!(req.model.max_tokens);
+    let has_tool_history = req
+        .messages
+        .iter()
+        .any(|m| matches!(m, AgentMessage::ToolResult(_)));
+    if !req.tools.is_empty() || has_tool_history {
+        body["tools"] = req
+            .tools
+            .iter()
+            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+            .collect();
+    }
+    if req.model.reasoning && req.thinking != "off" {
+        body["reasoning_effort"] = json!(if req.thinking == "xhigh" {
+            "high"
+        } else {
+            req.thinking
+        });
+    }
+    if is_openai {
+        body["store"] = json!(false);
+        body["prompt_cache_key"] = json!(req.session_id);
+    }
+    HttpCall {
+        url: format!("{}/chat/completions", req.model.base_url),
+        headers: wire::bearer(req),
+        body,
+    }
+}
+
+fn history(req: &ProviderRequest) -> Vec<Value> {
+    let mut out = Vec::new();
+    for message in replay_history(&req.messages) {
+        match &message {
+            AgentMessage::Assistant(a) => {
+                let text = a.text();
+                let calls: Vec<Value> = a
+                    .tool_calls()
+                    .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments.to_string()}}))
+                    .collect();
+                if text.is_empty() && calls.is_empty() {
+                    continue;
+                }
+                let mut m = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
+                if !calls.is_empty() {
+                    m["tool_calls"] = Value::Array(calls);
+                }
+                // DeepSeek's thinking mode wants the reasoning of tool-calling turns sent back.
+                let reasoning: String = a
+                    .content
+                    .iter()
+                    .filter_map(|c| match c {
+                        Content::Thinking { thinking, .. } => Some(thinking.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                if same_model(a, req) && req.model.reasoning && req.model.provider != "openai" {
+                    m["reasoning_content"] = json!(reasoning);
+                }
+                out.push(m);
+            }
+            AgentMessage::ToolResult(r) => {
+                out.push(json!({"role": "tool", "tool_call_id": r.tool_call_id, "content": wire::result_text(r)}));
+            }
+            other => {
+                let blocks = wire::user_blocks(other).unwrap_or_default();
+                out.push(json!({"role": "user", "content": user_content(&blocks)}));
+            }
+        }
+    }
+    out
+}
+
+/// Plain text as a string (the most compatible form); with images, an array of parts.
+fn user_content(blocks: &[Content]) -> Value {
+    if blocks.iter().all(|b| matches!(b, Content::Text { .. })) {
+        let text: Vec<&str> = blocks
+            .iter()
+            .filter_map(|b| match b {
+                Content::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        return json!(text.join("\n"));
+    }
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            Content::Text { text, .. } => Some(json!({"type": "text", "text": text})),
+            Content::Image { data, mime_type } => {
+                Some(json!({"type": "image_url", "image_url": {"url": format!("data:{mime_type};base64,{data}")}}))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[derive(Default)]
+pub struct Decoder {
+    finish: Option<String>,
+    /// Provider tool index → our builder key, in arrival order.
+    calls: Vec<String>,
+    thinking_open: bool,
+}
+
+impl super::wire::Decoder for Decoder {
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        b: &mut MessageBuilder,
+    ) -> Result<Option<StopReason>, StreamError> {
+        if event.data.trim() == "[DONE]" {
+            return self.on_eof(b).map(Some);
+        }
+        let v = wire::json(event)?;
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown error");
+            let kind = err.get("type").and_then(Value::as_str).unwrap_or("error");
+            let transient = kind == "server_error" || crate::session::retry::is_transient_text(msg);
+            return Err(StreamError {
+                message: format!("{kind}: {msg}"),
+                transient,
+            });
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            read_usage(u, b);
+        }
+        let Some(choice) = v
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
+            return Ok(None);
+        };
+        if let Some(u) = choice.get("usage").filter(|u| u.is_object()) {
+            read_usage(u, b);
+        }
+        self.delta(&choice["delta"], b);
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish = Some(reason.to_string());
+        }
+        Ok(None)
+    }
+
+    fn on_eof(&mut self, b: &mut MessageBuilder) -> Result<StopReason, StreamError> {
+        let has_calls = !self.calls.is_empty();
+        match self.finish.as_deref() {
+            None => Err(StreamError::transient(
+                "stream ended before a finish_reason",
+            )),
+            Some("length") => Ok(StopReason::Length),
+            Some(_) if has_calls => Ok(StopReason::ToolUse),
+            Some("stop") | Some("tool_calls") | Some("function_call") => {
+                b.close_all(false);
+                Ok(StopReason::Stop)
+            }
+            Some(other) => Err(StreamError::fatal(format!(
+                "the model stopped with {other}"
+            ))),
+        }
+    }
+}
+
+impl Decoder {
+    fn delta(&mut self, delta: &Value, b: &mut MessageBuilder) {
+        let reasoning = ["reasoning_content", "reasoning", "reasoning_text"]
+            .iter()
+            .find_map(|f| {
+                delta
+                    .get(*f)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+            });
+        if let Some(r) = reasoning {
+            b.thinking_delta("think", r);
+            self.thinking_open = true;
+        }
+        match delta.get("content") {
+            Some(Value::String(text)) if !text.is_empty() => {
+                self.close_thinking(b);
+                b.text_delta("text", text);
+            }
+            // Mistral's magistral models send content as an array of typed blocks.
+            Some(Value::Array(parts)) => {
+                for part in parts {
+                    match part.get("type").and_then(Value::as_str) {
+                        Some("thinking") => {
+                            for t in part["thinking"].as_array().into_iter().flatten() {
+                                b.thinking_delta(
+                                    "think",
+                                    t.get("text").and_then(Value::as_str).unwrap_or(""),
+                                );
+                                self.thinking_open = true;
+                            }
+                        }
+                        Some("text") => {
+                            self.close_thinking(b);
+                            b.text_delta(
+                                "text",
+                                part.get("text").and_then(Value::as_str).unwrap_or(""),
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+        for (pos, call) in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            self.tool_call(call, pos, b);
+        }
+    }
+
+    fn close_thinking(&mut self, b: &mut MessageBuilder) {
+        if self.thinking_open {
+            b.end("think");
+            self.thinking_open = false;
+        }
+    }
+
+    fn tool_call(&mut self, call: &Value, pos: usize, b: &mut MessageBuilder) {
+        let provider_key = match (
+            call.get("index").and_then(Value::as_u64),
+            call.get("id").and_then(Value::as_str),
+        ) {
+            (Some(i), _) => format!("i{i}"),
+            (None, Some(id)) if !id.is_empty() => format!("id{id}"),
+            _ => format!("p{pos}"),
+        };
+        let key = format!("call:{provider_key}");
+        let function = &call["function"];
+        if b.index_of(&key).is_none() {
+            self.close_thinking(b);
+            b.end("text");
+            let id = call
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string);
+            let id = id.unwrap_or_else(|| format!("call_{}", crate::ids::short_id()));
+            let name = function.get("name").and_then(Value::as_str).unwrap_or("");
+            b.toolcall_start(&key, &id, name);
+            self.calls.push(key.clone());
+        } else if let Some(Content::ToolCall(existing)) = b.block_mut(&key) {
+            if existing.name.is_empty() {
+                if let Some(name) = function.get("name").and_then(Value::as_str) {
+                    existing.name = name.to_string();
+                }
+            }
+        }
+        match function.get("arguments") {
+            Some(Value::String(s)) => b.toolcall_delta(&key, s),
+            Some(obj @ Value::Object(_)) => b.toolcall_delta(&key, &obj.to_string()),
+            _ => {}
+        }
+    }
+}
+
+fn read_usage(u: &Value, b: &mut MessageBuilder) {
+    let prompt = wire::u64_at(u, "prompt_tokens").unwrap_or(0);
+    let completion = wire::u64_at(u, "completion_tokens").unwrap_or(0);
+    let details = &u["prompt_tokens_details"];
+    let cached = wire::u64_at(details, "cached_tokens")
+        .or_else(|| wire::u64_at(u, "prompt_cache_hit_tokens"))
+        .unwrap_or(0);
+    let cache_write = wire::u64_at(details, "cache_write_tokens").unwrap_or(0);
+    let cache_read = cached.saturating_sub(cache_write);
+    let usage = &mut b.message.usage;
+    usage.cache_read = cache_read;
+    usage.cache_write = cache_write;
+    usage.input = prompt.saturating_sub(cache_read + cache_write);
+    usage.output = completion;
+    usage.reasoning_tokens = wire::u64_at(&u["completion_tokens_details"], "reasoning_tokens");
+}

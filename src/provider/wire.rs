@@ -1,0 +1,242 @@
+//! What each wire API module provides: the HTTP request for a completion, and a decoder that maps
+//! its SSE events onto the `MessageBuilder`.
+
+use serde_json::Value;
+
+use super::builder::MessageBuilder;
+use super::catalog::Api;
+use super::sse::SseEvent;
+use super::ProviderRequest;
+use crate::protocol::message::StopReason;
+
+pub struct HttpCall {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+/// A stream-level failure after HTTP 200 (an `error` event, a truncated stream).
+#[derive(Debug)]
+pub struct StreamError {
+    pub message: String,
+    pub transient: bool,
+}
+
+impl StreamError {
+    pub fn transient(message: impl Into<String>) -> StreamError {
+        StreamError {
+            message: message.into(),
+            transient: true,
+        }
+    }
+
+    pub fn fatal(message: impl Into<String>) -> StreamError {
+        StreamError {
+            message: message.into(),
+            transient: false,
+        }
+    }
+}
+
+pub trait Decoder: Send {
+    /// Handles one event. `Some(stop)` once the stream's terminal event has been seen.
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        b: &mut MessageBuilder,
+    ) -> Result<Option<StopReason>, StreamError>;
+
+    /// Called at EOF when no terminal event was seen; some servers end without one.
+    fn on_eof(&mut self, b: &mut MessageBuilder) -> Result<StopReason, StreamError>;
+}
+
+pub fn build(api: Api, request: &ProviderRequest) -> (HttpCall, Box<dyn Decoder>) {
+    match api {
+        Api::AnthropicMessages => (
+            super::anthropic::request(request),
+            Box::new(super::anthropic::Decoder::default()),
+        ),
+        Api::OpenAiCompletions => (
+            super::openai_chat::request(request),
+            Box::new(super::openai_chat::Decoder::default()),
+        ),
+        Api::OpenAiResponses => (
+            super::openai_responses::request(request),
+            Box::new(super::openai_responses::Decoder::default()),
+        ),
+        Api::Google => (
+            super::gemini::request(request),
+            Box::new(super::gemini::Decoder::default()),
+        ),
+        Api::Scripted => unreachable!("the scripted provider makes no HTTP calls"),
+    }
+}
+
+/// Parses a JSON `data:` payload; servers pad it with spaces, which serde accepts.
+pub fn json(event: &SseEvent) -> Result<Value, StreamError> {
+    serde_json::from_str(&event.data).map_err(|e| {
+        StreamError::fatal(format!(
+            "malformed stream event: {e}: {}",
+            clip(&event.data, 200)
+        ))
+    })
+}
+
+pub fn clip(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// A number field as u64 (absent, null or negative → None).
+pub fn u64_at(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64)
+}
+
+use crate::protocol::message::{AgentMessage, AssistantMessage, Content, ToolResultMessage};
+
+/// The history as every provider may see it: assistant messages that ended in `error` or
+/// `aborted` are dropped (replaying half a reasoning item or tool call is rejected), and a tool
+/// call left without a result gets a synthetic error result right after its message.
+pub fn replay_history(messages: &[AgentMessage]) -> Vec<AgentMessage> {
+    let mut out: Vec<AgentMessage> = Vec::with_capacity(messages.len());
+    let mut open_calls: Vec<(String, String)> = Vec::new();
+    let close_open = |out: &mut Vec<AgentMessage>, open: &mut Vec<(String, String)>| {
+        for (id, name) in open.drain(..) {
+            out.push(AgentMessage::ToolResult(ToolResultMessage {
+                tool_call_id: id,
+                tool_name: name,
+                content: vec![Content::text("No result provided")],
+                details: None,
+                is_error: true,
+                timestamp: 0,
+            }));
+        }
+    };
+    for message in messages {
+        match message {
+            AgentMessage::Assistant(a)
+                if matches!(a.stop_reason, StopReason::Error | StopReason::Aborted) =>
+            {
+                continue
+            }
+            AgentMessage::Assistant(a) => {
+                close_open(&mut out, &mut open_calls);
+                open_calls = a
+                    .tool_calls()
+                    .map(|c| (c.id.clone(), c.name.clone()))
+                    .collect();
+                out.push(message.clone());
+            }
+            AgentMessage::ToolResult(r) => {
+                if let Some(pos) = open_calls.iter().position(|(id, _)| *id == r.tool_call_id) {
+                    open_calls.remove(pos);
+                    out.push(message.clone());
+                }
+            }
+            _ => {
+                close_open(&mut out, &mut open_calls);
+                out.push(message.clone());
+            }
+        }
+    }
+    close_open(&mut out, &mut open_calls);
+    out
+}
+
+/// Whether an assistant message came from the model being called now (signatures and reasoning
+/// items are only valid there).
+pub fn same_model(message: &AssistantMessage, request: &ProviderRequest) -> bool {
+    message.provider == request.model.provider
+        && message.model == request.model.id
+        && message.api == request.model.api.as_str()
+}
+
+/// The text a model sees for a tool result (text blocks joined).
+pub fn result_text(result: &ToolResultMessage) -> String {
+    let text: Vec<&str> = result
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            Content::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    if text.is_empty() {
+        "(no output)".to_string()
+    } else {
+        text.join("\n")
+    }
+}
+
+/// User-side text of non-LLM roles (user bash executions).
+pub fn user_blocks(message: &AgentMessage) -> Option<Vec<Content>> {
+    match message {
+        AgentMessage::User(u) => Some(u.content.clone()),
+        AgentMessage::BashExecution(b) => Some(vec![Content::text(b.as_prompt_text())]),
+        _ => None,
+    }
+}
+
+/// Bearer authorization when a key is set (local servers may need none).
+pub fn bearer(request: &ProviderRequest) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = request
+        .model
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(key) = &request.api_key {
+        headers.push(("authorization".into(), format!("Bearer {key}")));
+    }
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::message::{ToolCall, UserMessage};
+
+    fn assistant(stop: StopReason, calls: &[&str]) -> AgentMessage {
+        let mut m = AssistantMessage::empty("a", "p", "m");
+        m.stop_reason = stop;
+        for id in calls {
+            m.content.push(Content::ToolCall(ToolCall {
+                id: id.to_string(),
+                name: "read".into(),
+                arguments: serde_json::json!({}),
+                thought_signature: None,
+                incomplete_arguments: false,
+                partial_json: None,
+            }));
+        }
+        AgentMessage::Assistant(m)
+    }
+
+    #[test]
+    fn drops_failed_turns_and_fills_missing_results() {
+        let history = vec![
+            AgentMessage::User(UserMessage::new("hi", &[])),
+            assistant(StopReason::Error, &[]),
+            assistant(StopReason::ToolUse, &["c1", "c2"]),
+            AgentMessage::ToolResult(ToolResultMessage {
+                tool_call_id: "c1".into(),
+                tool_name: "read".into(),
+                content: vec![Content::text("ok")],
+                details: None,
+                is_error: false,
+                timestamp: 0,
+            }),
+            AgentMessage::User(UserMessage::new("next", &[])),
+        ];
+        let out = replay_history(&history);
+        assert_eq!(out.len(), 5);
+        match &out[3] {
+            AgentMessage::ToolResult(r) => {
+                assert_eq!((r.tool_call_id.as_str(), r.is_error), ("c2", true))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

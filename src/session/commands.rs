@@ -1,0 +1,325 @@
+//! One small function per command. Each returns the response data or the error; `handle_command`
+//! wraps that into the response frame with the request's `id`.
+
+use serde_json::{json, Value};
+
+use super::queue::{InterruptMode, QueueMode};
+use super::state::clean_session_name;
+use super::{todos, SessionLoop};
+use crate::exec::{BashJob, JobOwner};
+use crate::protocol::command::*;
+use crate::protocol::message::UserMessage;
+use crate::protocol::outbound::{ErrorValue, TypedError};
+use crate::protocol::{AgentEvent, Command, Response};
+use crate::provider::catalog::{self, THINKING_LEVELS};
+
+type Reply = Result<Option<Value>, ErrorValue>;
+
+const BUSY: &str = "Agent is already processing. Use steer() or followUp() to queue messages, or wait for completion.";
+
+impl SessionLoop {
+    pub fn handle_command(&mut self, id: Option<Value>, command: Command) {
+        let name = command.name();
+        let reply = match command {
+            Command::Prompt(p) => return self.prompt(id, p),
+            Command::AbortAndPrompt(p) => return self.abort_and_prompt(id, p),
+            Command::Bash(b) => return self.user_bash(id, b),
+            Command::Steer(m) => self.queue_message(m, true),
+            Command::FollowUp(m) => self.queue_message(m, false),
+            Command::Abort(_) => {
+                self.abort_run();
+                Ok(None)
+            }
+            Command::AbortRetry(_) => {
+                self.abort_retry();
+                Ok(None)
+            }
+            Command::AbortBash(_) => {
+                self.bash.abort(JobOwner::User);
+                Ok(None)
+            }
+            Command::NewSession(_) => self.new_session(),
+            Command::GetState(p) => Ok(Some(self.state.state(&p.include, self.is_busy()))),
+            Command::SetTodos(p) => self.set_todos(&p.phases),
+            Command::SetCapabilities(p) => Ok(Some(self.set_capabilities(&p.capabilities))),
+            Command::SetModel(p) => self.set_model(&p.provider, &p.model_id),
+            Command::CycleModel(_) => Ok(Some(self.cycle_model())),
+            Command::GetAvailableModels(_) => {
+                let models: Vec<Value> = self
+                    .state
+                    .catalog
+                    .available()
+                    .into_iter()
+                    .map(|m| json!(m))
+                    .collect();
+                Ok(Some(json!({ "models": models })))
+            }
+            Command::SetThinkingLevel(p) => self.set_thinking_level(&p.level),
+            Command::CycleThinkingLevel(_) => Ok(Some(self.cycle_thinking_level())),
+            Command::SetSteeringMode(p) => parse_mode(&p.mode, "steering").map(|m| {
+                self.state.queues.steering_mode = m;
+                None
+            }),
+            Command::SetFollowUpMode(p) => parse_mode(&p.mode, "follow-up").map(|m| {
+                self.state.queues.follow_up_mode = m;
+                None
+            }),
+            Command::SetInterruptMode(p) => match InterruptMode::parse(&p.mode) {
+                Some(m) => {
+                    self.state.queues.interrupt_mode = m;
+                    Ok(None)
+                }
+                None => Err(format!("Invalid interrupt mode: {}", p.mode).into()),
+            },
+            Command::SetAutoCompaction(p) => {
+                self.state.auto_compaction = p.enabled;
+                Ok(None)
+            }
+            Command::SetAutoRetry(p) => {
+                self.state.retry.enabled = p.enabled;
+                Ok(None)
+            }
+            Command::SetSessionName(p) => match clean_session_name(&p.name) {
+                Some(n) => {
+                    self.state.name = Some(n);
+                    Ok(None)
+                }
+                None => Err("Session name cannot be empty".into()),
+            },
+            Command::GetSessionStats(_) => Ok(Some(self.state.stats())),
+            Command::GetMessages(_) => Ok(Some(json!({ "messages": self.state.messages }))),
+            Command::GetLastAssistantText(_) => Ok(Some(match self.state.last_assistant_text() {
+                Some(t) => json!({ "text": t }),
+                None => json!({}),
+            })),
+            other => Err(not_supported(&other)),
+        };
+        let response = match reply {
+            Ok(data) => Response::ok(id, name, data),
+            Err(e) => Response::err(id, name, e),
+        };
+        self.respond(response);
+        if let Some(first) = self.pending_continuation.take() {
+            self.start_run(first);
+        }
+    }
+
+    /// Starts a run, or queues the message while one streams (with `streamingBehavior`). Failures
+    /// known at once (busy, no model, no key) are the only response; otherwise the ack comes first.
+    fn prompt(&mut self, id: Option<Value>, p: PromptParams) {
+        let message = UserMessage::new(&p.message, &p.images);
+        if self.is_busy() {
+            let queue = match p.streaming_behavior {
+                Some(StreamingBehavior::Steer) => &mut self.state.queues.steering,
+                Some(StreamingBehavior::FollowUp) => &mut self.state.queues.follow_up,
+                None => return self.respond(Response::err(id, "prompt", BUSY)),
+            };
+            queue.push_back(message);
+            return self.respond(Response::ok(id, "prompt", None));
+        }
+        self.start_prompt(id, "prompt", message);
+    }
+
+    fn abort_and_prompt(&mut self, id: Option<Value>, p: MessageParams) {
+        if self.is_busy() {
+            self.abort_run();
+        }
+        self.start_prompt(
+            id,
+            "abort_and_prompt",
+            UserMessage::new(&p.message, &p.images),
+        );
+    }
+
+    fn start_prompt(&mut self, id: Option<Value>, command: &str, message: UserMessage) {
+        if let Err(e) = self.state.credentials() {
+            return self.respond(Response::err(id, command, e));
+        }
+        self.respond(Response::ok(id, command, None));
+        self.start_run(vec![message]);
+    }
+
+    /// `steer` / `follow_up`. While idle after an assistant reply, the message starts a run at
+    /// once (a continuation); in a fresh session it waits for the next prompt.
+    fn queue_message(&mut self, m: MessageParams, steer: bool) -> Reply {
+        let message = UserMessage::new(&m.message, &m.images);
+        if steer {
+            self.state.queues.steering.push_back(message);
+        } else {
+            self.state.queues.follow_up.push_back(message);
+        }
+        let continues = !self.is_busy()
+            && matches!(
+                self.state.messages.last(),
+                Some(crate::protocol::message::AgentMessage::Assistant(_))
+            );
+        if continues && self.state.credentials().is_ok() {
+            let first = if steer {
+                Vec::new()
+            } else {
+                self.state.queues.poll_follow_up()
+            };
+            self.respond_later_then_run(first);
+        }
+        Ok(None)
+    }
+
+    /// The response to the queuing command must precede the run's events; `handle_command`
+    /// responds after this returns, so the run starts on a zero-delay self-message instead.
+    fn respond_later_then_run(&mut self, first: Vec<UserMessage>) {
+        self.pending_continuation = Some(first);
+    }
+
+    fn user_bash(&mut self, id: Option<Value>, b: BashParams) {
+        if self.user_bash.is_some() {
+            let e = TypedError {
+                code: "busy",
+                message:
+                    "A bash command is already running; wait for its response or send abort_bash"
+                        .into(),
+            };
+            return self.respond(Response::err(id, "bash", e));
+        }
+        self.user_bash = Some((id, b.command.clone()));
+        self.bash.run(BashJob {
+            owner: JobOwner::User,
+            command: b.command,
+            cwd: self.state.cwd.clone(),
+            timeout: None,
+            stream: false,
+            reply: self.bash_tx(),
+        });
+    }
+
+    fn new_session(&mut self) -> Reply {
+        self.abort_run();
+        self.state.messages.clear();
+        self.state.queues.clear();
+        self.state.todos.clear();
+        self.state.usage = Default::default();
+        self.state.name = None;
+        self.state.id = crate::ids::uuid_v7();
+        Ok(Some(json!({ "cancelled": false })))
+    }
+
+    fn set_todos(&mut self, phases: &[Value]) -> Reply {
+        let phases = todos::normalize(phases)
+            .map_err(|e| ErrorValue::from(format!("Invalid todo phases: {e}")))?;
+        self.state.todos = phases;
+        Ok(Some(json!({ "todoPhases": self.state.todos })))
+    }
+
+    fn set_capabilities(&mut self, caps: &Value) -> Value {
+        let items = caps.as_array().cloned().unwrap_or_default();
+        let (accepted, unsupported): (Vec<Value>, Vec<Value>) = items
+            .into_iter()
+            .partition(|c| c.as_str() == Some("compact_message_update"));
+        self.compact_updates = !accepted.is_empty();
+        json!({ "acceptedCapabilities": accepted, "unsupported": unsupported })
+    }
+
+    fn set_model(&mut self, provider: &str, model_id: &str) -> Reply {
+        let model = self
+            .state
+            .catalog
+            .find(provider, model_id)
+            .cloned()
+            .ok_or(format!("Model not found: {provider}/{model_id}"))?;
+        self.state
+            .catalog
+            .api_key(provider)
+            .map_err(|_| ErrorValue::from(format!("No API key for {provider}/{model_id}")))?;
+        self.state.model = Some(model.clone());
+        self.apply_thinking(self.state.thinking);
+        Ok(Some(json!(model)))
+    }
+
+    fn cycle_model(&mut self) -> Value {
+        let available: Vec<catalog::Model> = self
+            .state
+            .catalog
+            .available()
+            .into_iter()
+            .cloned()
+            .collect();
+        if available.len() < 2 {
+            return Value::Null;
+        }
+        let current = self.state.model.as_ref().and_then(|m| {
+            available
+                .iter()
+                .position(|a| a.provider == m.provider && a.id == m.id)
+        });
+        let next = available[current.map_or(0, |i| (i + 1) % available.len())].clone();
+        self.state.model = Some(next.clone());
+        self.apply_thinking(self.state.thinking);
+        json!({ "model": next, "thinkingLevel": self.state.thinking, "isScoped": false })
+    }
+
+    fn set_thinking_level(&mut self, level: &str) -> Reply {
+        if !THINKING_LEVELS.contains(&level) {
+            return Err(format!("Invalid thinking level: {level}").into());
+        }
+        self.apply_thinking(level);
+        Ok(None)
+    }
+
+    /// Clamps to the model; announces a change with `thinking_level_changed`.
+    fn apply_thinking(&mut self, level: &str) {
+        let clamped = catalog::clamp_thinking(level, self.state.model.as_ref());
+        if clamped != self.state.thinking {
+            self.state.thinking = clamped;
+            self.emit(AgentEvent::ThinkingLevelChanged {
+                thinking_level: clamped.to_string(),
+            });
+        }
+    }
+
+    fn cycle_thinking_level(&mut self) -> Value {
+        let Some(model) = &self.state.model else {
+            return Value::Null;
+        };
+        let levels = catalog::thinking_cycle(model);
+        if levels.is_empty() {
+            return Value::Null;
+        }
+        let i = levels
+            .iter()
+            .position(|l| *l == self.state.thinking)
+            .map_or(0, |i| (i + 1) % levels.len());
+        self.apply_thinking(levels[i]);
+        json!({ "level": self.state.thinking })
+    }
+}
+
+fn parse_mode(mode: &str, what: &str) -> Result<QueueMode, ErrorValue> {
+    QueueMode::parse(mode).ok_or_else(|| format!("Invalid {what} mode: {mode}").into())
+}
+
+/// A typed error for commands whose capability this build does not have.
+fn not_supported(command: &Command) -> ErrorValue {
+    let why = match command {
+        Command::SetHostTools(_) | Command::SetHostUriSchemes(_) => {
+            "host tools and host URIs are not available in this build"
+        }
+        Command::WorkflowGateResponse(_)
+        | Command::GetPendingWorkflowGates(_)
+        | Command::NegotiateUnattended(_) => {
+            "workflow gates and unattended mode are not available in this build"
+        }
+        Command::Compact(_) => "compaction is not available in this build",
+        Command::ExportHtml(_)
+        | Command::SwitchSession(_)
+        | Command::Branch(_)
+        | Command::GetBranchMessages(_)
+        | Command::ListSessions(_) => {
+            "session files are not available in this build (sessions live in memory)"
+        }
+        Command::Handoff(_) => "handoff is not available",
+        Command::GetLoginProviders(_) | Command::Login(_) => {
+            "OAuth login is not available; API keys come from the environment or models.json"
+        }
+        _ => "not available",
+    };
+    TypedError::not_supported(command.name(), why).into()
+}

@@ -1,0 +1,204 @@
+//! The `gjc-session` thread: the single owner of the session state and the agent loop. It never
+//! blocks on anything but its own `select!`: provider streams, tool calls and shell commands run on
+//! other threads and report back through channels, so `get_state` and `abort` are answered at once
+//! even while a run streams.
+//!
+//! The loop takes, in this order of priority: control frames (cancellations, shutdown), commands
+//! (in the order they were read), then work events (provider, tools, user bash, timers).
+
+pub mod commands;
+pub mod queue;
+pub mod retry;
+pub mod run;
+pub mod state;
+pub mod todos;
+
+use std::time::Instant;
+
+use crossbeam_channel::{after, never, select_biased, Receiver, Sender};
+use serde_json::Value;
+
+use crate::exec::{BashEvent, BashHandle};
+use crate::host::HostHandle;
+use crate::protocol::{AgentEvent, Command, Outbound, Response};
+use crate::provider::ProviderMsg;
+use crate::tools::ToolMsg;
+use run::Run;
+use state::Session;
+
+/// The control lane: overtakes every queued command.
+#[derive(Debug)]
+pub enum ControlFrame {
+    Command {
+        id: Option<Value>,
+        command: Command,
+    },
+    /// A signal, parent death or a closed stdout: shut down as at stdin EOF.
+    Shutdown(&'static str),
+}
+
+/// The ordered command lane.
+#[derive(Debug)]
+pub enum CommandFrame {
+    Command {
+        id: Option<Value>,
+        command: Command,
+    },
+    /// A line that could not be decoded; answered in its place in the order.
+    Invalid(Response),
+}
+
+/// The receiving ends the session loop selects over, and the senders it hands to workers.
+pub struct Channels {
+    pub control: Receiver<ControlFrame>,
+    pub commands: Receiver<CommandFrame>,
+    pub out: Sender<Outbound>,
+    pub provider_tx: Sender<ProviderMsg>,
+    pub provider: Receiver<ProviderMsg>,
+    pub tool_tx: Sender<ToolMsg>,
+    pub tool: Receiver<ToolMsg>,
+    pub bash_tx: Sender<BashEvent>,
+    pub bash_events: Receiver<BashEvent>,
+}
+
+pub struct SessionLoop {
+    pub state: Session,
+    pub run: Option<Run>,
+    ch: Channels,
+    pub bash: BashHandle,
+    pub host: HostHandle,
+    /// Run generations: events of an abandoned run or stream are recognised and dropped.
+    next_generation: u64,
+    /// The `id` and command text of the user `bash` command in flight, if any.
+    pub user_bash: Option<(Option<Value>, String)>,
+    /// Compact `message_update` frames (`set_capabilities` / `--compact-updates`).
+    pub compact_updates: bool,
+    compact_count: u64,
+    /// A run to start right after the current command's response (a queued message continuing
+    /// an idle session).
+    pub pending_continuation: Option<Vec<crate::protocol::message::UserMessage>>,
+    closing: bool,
+}
+
+enum Event {
+    Control(ControlFrame),
+    Command(CommandFrame),
+    CommandsClosed,
+    Provider(ProviderMsg),
+    Tool(ToolMsg),
+    Bash(BashEvent),
+    Timer,
+}
+
+impl SessionLoop {
+    pub fn new(
+        state: Session,
+        ch: Channels,
+        bash: BashHandle,
+        host: HostHandle,
+        compact_updates: bool,
+    ) -> SessionLoop {
+        SessionLoop {
+            state,
+            run: None,
+            ch,
+            bash,
+            host,
+            next_generation: 0,
+            user_bash: None,
+            compact_updates,
+            compact_count: 0,
+            pending_continuation: None,
+            closing: false,
+        }
+    }
+
+    /// Runs until stdin closes (or a shutdown signal), then aborts what runs and returns.
+    pub fn run(mut self) {
+        while !self.closing {
+            match self.next_event() {
+                Event::Control(ControlFrame::Command { id, command }) => {
+                    self.handle_command(id, command)
+                }
+                Event::Control(ControlFrame::Shutdown(why)) => {
+                    log::info!("shutting down: {why}");
+                    break;
+                }
+                Event::Command(CommandFrame::Command { id, command }) => {
+                    self.handle_command(id, command)
+                }
+                Event::Command(CommandFrame::Invalid(response)) => self.respond(response),
+                Event::CommandsClosed => {
+                    log::info!("stdin closed; shutting down");
+                    break;
+                }
+                Event::Provider(msg) => self.on_provider(msg),
+                Event::Tool(msg) => self.on_tool(msg),
+                Event::Bash(ev) => self.on_bash(ev),
+                Event::Timer => self.on_timer(),
+            }
+        }
+        self.shutdown();
+    }
+
+    fn next_event(&self) -> Event {
+        let timer = match self.deadline() {
+            Some(d) => after(d.saturating_duration_since(Instant::now())),
+            None => never(),
+        };
+        select_biased! {
+            recv(self.ch.control) -> m => m.map(Event::Control).unwrap_or(Event::CommandsClosed),
+            recv(self.ch.commands) -> m => m.map(Event::Command).unwrap_or(Event::CommandsClosed),
+            recv(self.ch.provider) -> m => m.map(Event::Provider).unwrap_or(Event::Timer),
+            recv(self.ch.tool) -> m => m.map(Event::Tool).unwrap_or(Event::Timer),
+            recv(self.ch.bash_events) -> m => m.map(Event::Bash).unwrap_or(Event::Timer),
+            recv(timer) -> _ => Event::Timer,
+        }
+    }
+
+    fn shutdown(&mut self) {
+        if self.run.is_some() {
+            self.abort_run();
+        }
+        self.bash.shutdown();
+        self.host.shutdown("RPC client disconnected");
+    }
+
+    pub fn next_generation(&mut self) -> u64 {
+        self.next_generation += 1;
+        self.next_generation
+    }
+
+    pub fn provider_tx(&self) -> Sender<ProviderMsg> {
+        self.ch.provider_tx.clone()
+    }
+
+    pub fn tool_tx(&self) -> Sender<ToolMsg> {
+        self.ch.tool_tx.clone()
+    }
+
+    pub fn bash_tx(&self) -> Sender<BashEvent> {
+        self.ch.bash_tx.clone()
+    }
+
+    /// Writes a frame. A failed send means the writer is gone (stdout closed): shut down.
+    pub fn send(&mut self, frame: Outbound) {
+        if self.ch.out.send(frame).is_err() {
+            self.closing = true;
+        }
+    }
+
+    pub fn emit(&mut self, event: AgentEvent) {
+        self.send(Outbound::Event(Box::new(event)));
+    }
+
+    pub fn respond(&mut self, response: Response) {
+        self.send(Outbound::Response(response));
+    }
+
+    /// Whether the next compact `message_update` carries a checkpoint snapshot (every 32nd).
+    pub fn next_compact_is_checkpoint(&mut self) -> bool {
+        self.compact_count += 1;
+        self.compact_count.is_multiple_of(32)
+    }
+}

@@ -1,0 +1,202 @@
+//! `Session`: the state the session thread alone owns, and its `get_state` projection.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::queue::Queues;
+use super::retry::RetryPolicy;
+use super::todos::TodoPhase;
+use crate::protocol::message::{AgentMessage, Content, StopReason, Usage};
+use crate::provider::catalog::{Catalog, Model};
+use crate::provider::scripted::Script;
+use crate::tools::ToolRegistry;
+
+pub struct Session {
+    pub id: String,
+    pub name: Option<String>,
+    pub cwd: PathBuf,
+    pub catalog: Catalog,
+    pub model: Option<Model>,
+    pub thinking: &'static str,
+    pub queues: Queues,
+    pub retry: RetryPolicy,
+    pub auto_compaction: bool,
+    pub messages: Vec<AgentMessage>,
+    pub todos: Vec<TodoPhase>,
+    pub system_prompt: String,
+    pub tools: ToolRegistry,
+    pub script: Option<Result<Arc<Script>, String>>,
+    /// Usage summed over every assistant message of this session.
+    pub usage: Usage,
+}
+
+impl Session {
+    /// The model and its key, or the reason a prompt cannot start.
+    pub fn credentials(&self) -> Result<(Model, Option<String>), String> {
+        let model = self.model.clone().ok_or("No model selected")?;
+        let key = self.catalog.api_key(&model.provider)?;
+        if model.api == crate::provider::catalog::Api::Scripted {
+            if let Some(Err(e)) = &self.script {
+                return Err(e.clone());
+            }
+            if self.script.is_none() {
+                return Err("the scripted provider needs --script FILE".into());
+            }
+        }
+        Ok((model, key))
+    }
+
+    pub fn state(&self, include: &[String], is_streaming: bool) -> Value {
+        let mut s = Map::new();
+        if let Some(m) = &self.model {
+            s.insert("model".into(), json!(m));
+        }
+        s.insert("thinkingLevel".into(), json!(self.thinking));
+        s.insert("isStreaming".into(), json!(is_streaming));
+        s.insert("isCompacting".into(), json!(false));
+        s.insert(
+            "steeringMode".into(),
+            json!(self.queues.steering_mode.as_str()),
+        );
+        s.insert(
+            "followUpMode".into(),
+            json!(self.queues.follow_up_mode.as_str()),
+        );
+        s.insert(
+            "interruptMode".into(),
+            json!(self.queues.interrupt_mode.as_str()),
+        );
+        s.insert("sessionId".into(), json!(self.id));
+        if let Some(n) = &self.name {
+            s.insert("sessionName".into(), json!(n));
+        }
+        s.insert("autoCompactionEnabled".into(), json!(self.auto_compaction));
+        s.insert("autoRetryEnabled".into(), json!(self.retry.enabled));
+        s.insert("messageCount".into(), json!(self.messages.len()));
+        s.insert("queuedMessageCount".into(), json!(self.queues.len()));
+        s.insert("todoPhases".into(), json!(self.todos));
+        if let Some(usage) = self.context_usage() {
+            s.insert("contextUsage".into(), usage);
+        }
+        if include.iter().any(|i| i == "systemPrompt") {
+            s.insert("systemPrompt".into(), json!([self.system_prompt]));
+        }
+        if include.iter().any(|i| i == "tools" || i == "dumpTools") {
+            s.insert("dumpTools".into(), json!(self.tools.specs()));
+        }
+        Value::Object(s)
+    }
+
+    /// Context tokens: the last successful assistant usage, plus an estimate (four characters a
+    /// token) for the messages after it.
+    pub fn context_usage(&self) -> Option<Value> {
+        let window = self.model.as_ref()?.context_window;
+        if window == 0 {
+            return None;
+        }
+        let last = self.messages.iter().rposition(|m| {
+            matches!(m, AgentMessage::Assistant(a) if !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted) && a.usage.total_tokens > 0)
+        });
+        let (base, rest) = match last {
+            Some(i) => match &self.messages[i] {
+                AgentMessage::Assistant(a) => (a.usage.total_tokens, &self.messages[i + 1..]),
+                _ => (0, &self.messages[..]),
+            },
+            None => ((self.system_prompt.len() / 4) as u64, &self.messages[..]),
+        };
+        let tokens = base + rest.iter().map(estimate_tokens).sum::<u64>();
+        let percent = tokens as f64 / window as f64 * 100.0;
+        Some(
+            json!({"tokens": tokens, "contextWindow": window, "percent": (percent * 100.0).round() / 100.0}),
+        )
+    }
+
+    pub fn stats(&self) -> Value {
+        let count = |f: fn(&AgentMessage) -> bool| self.messages.iter().filter(|m| f(m)).count();
+        let tool_calls: usize = self
+            .messages
+            .iter()
+            .map(|m| match m {
+                AgentMessage::Assistant(a) => a.tool_calls().count(),
+                _ => 0,
+            })
+            .sum();
+        let mut tokens = Usage::default();
+        for m in &self.messages {
+            if let AgentMessage::Assistant(a) = m {
+                tokens.add(&a.usage);
+            }
+        }
+        json!({
+            "sessionId": self.id,
+            "userMessages": count(|m| matches!(m, AgentMessage::User(_))),
+            "assistantMessages": count(|m| matches!(m, AgentMessage::Assistant(_))),
+            "toolCalls": tool_calls,
+            "toolResults": count(|m| matches!(m, AgentMessage::ToolResult(_))),
+            "totalMessages": self.messages.len(),
+            "tokens": {"input": tokens.input, "output": tokens.output, "cacheRead": tokens.cache_read, "cacheWrite": tokens.cache_write, "total": tokens.total_tokens},
+            "cost": tokens.cost.total,
+        })
+    }
+
+    pub fn last_assistant_text(&self) -> Option<String> {
+        self.messages.iter().rev().find_map(|m| match m {
+            AgentMessage::Assistant(a)
+                if !(a.stop_reason == StopReason::Aborted && a.content.is_empty()) =>
+            {
+                let t = a.text();
+                let t = t.trim();
+                (!t.is_empty()).then(|| t.to_string())
+            }
+            _ => None,
+        })
+    }
+}
+
+fn estimate_tokens(m: &AgentMessage) -> u64 {
+    let chars: usize = match m {
+        AgentMessage::User(u) => blocks_len(&u.content),
+        AgentMessage::Assistant(a) => blocks_len(&a.content),
+        AgentMessage::ToolResult(r) => blocks_len(&r.content),
+        AgentMessage::BashExecution(b) => b.command.len() + b.output.len(),
+    };
+    (chars / 4) as u64
+}
+
+fn blocks_len(blocks: &[Content]) -> usize {
+    blocks
+        .iter()
+        .map(|b| match b {
+            Content::Text { text, .. } => text.len(),
+            Content::Thinking { thinking, .. } => thinking.len(),
+            Content::ToolCall(c) => c.name.len() + c.arguments.to_string().len(),
+            Content::Image { .. } => 4800,
+            Content::RedactedThinking { data } => data.len() / 4,
+        })
+        .sum()
+}
+
+/// Session names: trimmed, control characters turned into spaces, runs of spaces collapsed.
+pub fn clean_session_name(name: &str) -> Option<String> {
+    let replaced: String = name
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let collapsed = replaced.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!collapsed.is_empty()).then_some(collapsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_names_are_cleaned() {
+        assert_eq!(clean_session_name("  a\tb\u{7}  c "), Some("a b c".into()));
+        assert_eq!(clean_session_name(" \u{1} "), None);
+        assert_eq!(clean_session_name(""), None);
+    }
+}

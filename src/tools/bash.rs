@@ -1,0 +1,159 @@
+//! `bash`: runs a command through the `gjc-bash` thread, streams its output as partial results
+//! (at most every 50 ms), and returns the tail with the exit code; the full output of a long run
+//! is in the spill file named in the result.
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::unbounded;
+use serde_json::{json, Value};
+
+use super::{str_arg, Tool, ToolContext};
+use crate::exec::{BashEvent, BashJob, BashResult, JobOwner};
+use crate::protocol::message::ToolOutput;
+
+const UPDATE_EVERY: Duration = Duration::from_millis(50);
+/// The streamed preview keeps this much of the latest output.
+const PREVIEW_BYTES: usize = 16 * 1024;
+
+pub struct Bash;
+
+impl Tool for Bash {
+    fn name(&self) -> &'static str {
+        "bash"
+    }
+
+    fn description(&self) -> String {
+        "Run a bash command in the working directory. stdout and stderr are merged; output is truncated to the last 2000 lines or 50KB, with the full output saved to a file. Optional timeout in seconds.".into()
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command to run"},
+                "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "Timeout in seconds (no timeout by default)"}
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        })
+    }
+
+    fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
+        let command = str_arg(args, "command").unwrap_or("").to_string();
+        let timeout = args
+            .get("timeout")
+            .and_then(Value::as_f64)
+            .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
+        let (tx, rx) = unbounded();
+        let owner = JobOwner::Tool(ctx.call_id.clone());
+        ctx.bash.run(BashJob {
+            owner: owner.clone(),
+            command,
+            cwd: ctx.cwd.clone(),
+            timeout,
+            stream: true,
+            reply: tx,
+        });
+        let mut preview = String::new();
+        let mut last_update = Instant::now();
+        let mut abort_sent = false;
+        loop {
+            if ctx.is_cancelled() && !abort_sent {
+                ctx.bash.abort(owner.clone());
+                abort_sent = true;
+            }
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(BashEvent::Output { text, .. }) => {
+                    preview.push_str(&text);
+                    trim_front(&mut preview, PREVIEW_BYTES);
+                    if last_update.elapsed() >= UPDATE_EVERY {
+                        last_update = Instant::now();
+                        ctx.update(ToolOutput::text(preview.clone()));
+                    }
+                }
+                Ok(BashEvent::Exit { result, .. }) => return outcome(result, timeout),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    return ToolOutput::error(
+                        "the shell runner stopped before the command finished",
+                    )
+                }
+            }
+        }
+    }
+}
+
+fn trim_front(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut cut = s.len() - max;
+        while !s.is_char_boundary(cut) {
+            cut += 1;
+        }
+        s.drain(..cut);
+    }
+}
+
+fn outcome(r: BashResult, timeout: Option<Duration>) -> ToolOutput {
+    if let Some(e) = r.spawn_error {
+        return ToolOutput::error(e);
+    }
+    let mut text = if r.output.is_empty() {
+        "(no output)".to_string()
+    } else {
+        r.output.trim_end_matches('\n').to_string()
+    };
+    if r.truncated {
+        let path = r
+            .full_output_path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "unavailable".into());
+        text.push_str(&format!("\n\n[Output truncated: showing the last part of {} lines ({} bytes). Full output: {path}]", r.total_lines, r.total_bytes));
+    }
+    let details = json!({
+        "exitCode": r.exit_code,
+        "truncated": r.truncated,
+        "fullOutputPath": r.full_output_path.as_ref().map(|p| p.display().to_string()),
+    });
+    if r.timed_out {
+        let secs = timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0);
+        text.push_str(&format!("\n\nCommand timed out after {secs} seconds"));
+        return ToolOutput::error(text).with_details(details);
+    }
+    if r.cancelled {
+        text.push_str("\n\nCommand aborted");
+        return ToolOutput::error(text).with_details(details);
+    }
+    match r.exit_code {
+        Some(0) => ToolOutput::text(text).with_details(details),
+        Some(code) => {
+            text.push_str(&format!("\n\nCommand exited with code {code}"));
+            ToolOutput::error(text).with_details(details)
+        }
+        None => {
+            text.push_str("\n\nCommand was killed by a signal");
+            ToolOutput::error(text).with_details(details)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::tests::{ctx, text};
+
+    #[test]
+    fn exit_codes_and_timeouts() {
+        let (_d, c) = ctx();
+        let out = Bash.execute(&json!({"command": "echo hi"}), &c);
+        assert_eq!(text(&out), "hi");
+        let out = Bash.execute(&json!({"command": "echo no; exit 4"}), &c);
+        assert!(out.is_error && text(&out).ends_with("Command exited with code 4"));
+        let out = Bash.execute(&json!({"command": "sleep 20", "timeout": 0.2}), &c);
+        assert!(
+            out.is_error && text(&out).contains("timed out"),
+            "{}",
+            text(&out)
+        );
+    }
+}

@@ -1,0 +1,296 @@
+//! The tool registry and the tool worker. Each tool lives in its own module behind the `Tool`
+//! trait; arguments are validated against the tool's JSON Schema before it runs; each call runs
+//! on a short-lived `gjc-tool` thread and reports `ToolMsg`s to the session, tagged with the run
+//! generation. Cancellation is a flag the tool checks plus, for shell commands, a group kill.
+
+pub mod bash;
+pub mod edit;
+pub mod find;
+pub mod grep;
+pub mod ls;
+pub mod paths;
+pub mod read;
+pub mod todo;
+pub mod write;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+use serde_json::Value;
+
+use crate::exec::BashHandle;
+use crate::protocol::message::ToolOutput;
+use crate::provider::ToolSpec;
+
+/// What a tool may use while it runs.
+pub struct ToolContext {
+    pub cwd: PathBuf,
+    pub call_id: String,
+    pub cancel: Arc<AtomicBool>,
+    pub bash: BashHandle,
+    updates: Box<dyn Fn(ToolOutput) + Send + Sync>,
+}
+
+impl ToolContext {
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
+
+    /// Replaces the host's display of the partial result (`tool_execution_update`).
+    pub fn update(&self, partial: ToolOutput) {
+        (self.updates)(partial);
+    }
+}
+
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn description(&self) -> String;
+    fn parameters(&self) -> Value;
+    /// Runs the call. A failure is an `is_error` output, which the model sees.
+    fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput;
+}
+
+/// The default active set (the seed's tool names).
+pub const DEFAULT_TOOLS: &[&str] = &[
+    "read",
+    "bash",
+    "edit",
+    "write",
+    "grep",
+    "find",
+    "ls",
+    "todo_write",
+];
+
+pub fn all_builtin() -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(read::Read),
+        Arc::new(bash::Bash),
+        Arc::new(edit::Edit),
+        Arc::new(write::Write),
+        Arc::new(grep::Grep),
+        Arc::new(find::Find),
+        Arc::new(ls::Ls),
+        Arc::new(todo::TodoWrite),
+    ]
+}
+
+struct Entry {
+    tool: Arc<dyn Tool>,
+    validator: Option<jsonschema::Validator>,
+}
+
+/// The active tools, by name, with their compiled schemas.
+pub struct ToolRegistry {
+    entries: Vec<Entry>,
+}
+
+impl ToolRegistry {
+    /// The built-in tools named in `names` (unknown names are an error for `--tools`).
+    pub fn builtin(names: &[String]) -> Result<ToolRegistry, String> {
+        let all = all_builtin();
+        let mut entries = Vec::new();
+        for name in names {
+            let tool = all.iter().find(|t| t.name() == name).ok_or_else(|| {
+                format!(
+                    "unknown tool {name:?}; built-in tools: {}",
+                    all.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+                )
+            })?;
+            entries.push(Entry {
+                validator: jsonschema::validator_for(&tool.parameters()).ok(),
+                tool: tool.clone(),
+            });
+        }
+        Ok(ToolRegistry { entries })
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.entries.iter().map(|e| e.tool.name()).collect()
+    }
+
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.entries
+            .iter()
+            .map(|e| ToolSpec {
+                name: e.tool.name().into(),
+                description: e.tool.description(),
+                parameters: e.tool.parameters(),
+            })
+            .collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.entries
+            .iter()
+            .find(|e| e.tool.name() == name)
+            .map(|e| e.tool.clone())
+    }
+
+    /// Checks arguments against the tool's schema; the message lists every violation.
+    pub fn validate(&self, name: &str, args: &Value) -> Result<(), String> {
+        let Some(entry) = self.entries.iter().find(|e| e.tool.name() == name) else {
+            return Err(format!("Tool {name} not found"));
+        };
+        let Some(validator) = &entry.validator else {
+            return Ok(());
+        };
+        let errors: Vec<String> = validator
+            .iter_errors(args)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{path}: {e}")
+                }
+            })
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "Invalid arguments for tool {name}:\n{}",
+                errors.join("\n")
+            ))
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct ToolMsg {
+    pub generation: u64,
+    pub call_id: String,
+    pub event: ToolEvent,
+}
+
+#[derive(Debug)]
+pub enum ToolEvent {
+    Update(ToolOutput),
+    Done(ToolOutput),
+}
+
+/// What the session keeps for a running call.
+pub struct ToolHandle {
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// Runs one call on a `gjc-tool` thread.
+pub fn spawn(
+    tool: Arc<dyn Tool>,
+    args: Value,
+    cwd: PathBuf,
+    call_id: String,
+    generation: u64,
+    bash: BashHandle,
+    tx: Sender<ToolMsg>,
+) -> ToolHandle {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let update_tx = tx.clone();
+    let update_id = call_id.clone();
+    let ctx = ToolContext {
+        cwd,
+        call_id: call_id.clone(),
+        cancel: cancel.clone(),
+        bash,
+        updates: Box::new(move |partial| {
+            let _ = update_tx.send(ToolMsg {
+                generation,
+                call_id: update_id.clone(),
+                event: ToolEvent::Update(partial),
+            });
+        }),
+    };
+    let worker = std::thread::Builder::new()
+        .name("gjc-tool".into())
+        .spawn(move || {
+            let output = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tool.execute(&args, &ctx)
+            }))
+            .unwrap_or_else(|_| {
+                ToolOutput::error(format!("tool {} failed unexpectedly", tool.name()))
+            });
+            let _ = tx.send(ToolMsg {
+                generation,
+                call_id,
+                event: ToolEvent::Done(output),
+            });
+        });
+    if let Err(e) = worker {
+        log::error!("cannot start tool thread: {e}");
+    }
+    ToolHandle { cancel }
+}
+
+/// Reads an optional string argument.
+pub fn str_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
+    args.get(key).and_then(Value::as_str)
+}
+
+/// Reads an optional non-negative integer argument (integral floats accepted).
+pub fn uint_arg(args: &Value, key: &str) -> Option<u64> {
+    let v = args.get(key)?;
+    v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| *f >= 0.0 && f.fract() == 0.0)
+            .map(|f| f as u64)
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::protocol::message::Content;
+    use std::sync::OnceLock;
+
+    fn bash() -> BashHandle {
+        static BASH: OnceLock<BashHandle> = OnceLock::new();
+        BASH.get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("gjc-unit-{}", std::process::id()));
+            let (handle, _thread) = crate::exec::spawn(dir, false).expect("bash thread");
+            handle
+        })
+        .clone()
+    }
+
+    pub fn ctx() -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext {
+            cwd: dir.path().to_path_buf(),
+            call_id: crate::ids::short_id(),
+            cancel: Arc::new(AtomicBool::new(false)),
+            bash: bash(),
+            updates: Box::new(|_| {}),
+        };
+        (dir, ctx)
+    }
+
+    pub fn text(out: &ToolOutput) -> String {
+        out.content
+            .iter()
+            .filter_map(|c| match c {
+                Content::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn schema_validation_reports_fields() {
+        let reg = ToolRegistry::builtin(&["read".to_string()]).unwrap();
+        assert!(reg
+            .validate("read", &serde_json::json!({"path": "a"}))
+            .is_ok());
+        let err = reg
+            .validate("read", &serde_json::json!({"path": 3}))
+            .unwrap_err();
+        assert!(err.contains("/path"), "{err}");
+        assert_eq!(
+            reg.validate("nope", &serde_json::json!({})).unwrap_err(),
+            "Tool nope not found"
+        );
+        assert!(ToolRegistry::builtin(&["zzz".to_string()]).is_err());
+    }
+}

@@ -1,0 +1,100 @@
+//! Path handling shared by the file tools: `~` expansion, a leading `@` (models copy it from
+//! mentions), relative paths against the session cwd, and a few text helpers.
+
+use std::path::{Path, PathBuf};
+
+pub fn resolve(cwd: &Path, path: &str) -> PathBuf {
+    let path = path.strip_prefix('@').unwrap_or(path);
+    if path == "~" {
+        return home();
+    }
+    if let Some(rest) = path.strip_prefix("~/") {
+        return home().join(rest);
+    }
+    let p = Path::new(path);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    }
+}
+
+fn home() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// A path for display: relative to `base` when inside it.
+pub fn display(base: &Path, path: &Path) -> String {
+    path.strip_prefix(base)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| path.display().to_string())
+}
+
+/// Human-readable byte size.
+pub fn size(bytes: u64) -> String {
+    if bytes < 1024 {
+        format!("{bytes}B")
+    } else if bytes < 1024 * 1024 {
+        format!("{:.1}KB", bytes as f64 / 1024.0)
+    } else {
+        format!("{:.1}MB", bytes as f64 / (1024.0 * 1024.0))
+    }
+}
+
+/// Cuts a line to `max` characters, saying so.
+pub fn clip_line(line: &str, max: usize) -> (String, bool) {
+    match line.char_indices().nth(max) {
+        Some((i, _)) => (format!("{}... [truncated]", &line[..i]), true),
+        None => (line.to_string(), false),
+    }
+}
+
+/// Standard base64 with padding (images for the model).
+pub fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        out.push(T[(n >> 18) as usize & 63] as char);
+        out.push(T[(n >> 12) as usize & 63] as char);
+        out.push(if chunk.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if chunk.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_relative_home_and_at() {
+        let cwd = Path::new("/work/x");
+        assert_eq!(resolve(cwd, "a/b"), PathBuf::from("/work/x/a/b"));
+        assert_eq!(resolve(cwd, "@a"), PathBuf::from("/work/x/a"));
+        assert_eq!(resolve(cwd, "/etc"), PathBuf::from("/etc"));
+    }
+
+    #[test]
+    fn base64_matches_rfc4648() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+}

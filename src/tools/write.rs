@@ -1,0 +1,92 @@
+//! `write`: creates parent folders and overwrites the file; reports the bytes written.
+
+use serde_json::{json, Value};
+
+use super::paths::resolve;
+use super::read::io_reason;
+use super::{str_arg, Tool, ToolContext};
+use crate::protocol::message::ToolOutput;
+
+pub struct Write;
+
+impl Tool for Write {
+    fn name(&self) -> &'static str {
+        "write"
+    }
+
+    fn description(&self) -> String {
+        "Write content to a file. Creates the file if it does not exist, overwrites it if it does, and creates parent directories.".into()
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Path to the file (relative or absolute)"},
+                "content": {"type": "string", "description": "Content to write"}
+            },
+            "required": ["path", "content"],
+            "additionalProperties": false
+        })
+    }
+
+    fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
+        let raw = str_arg(args, "path").unwrap_or("");
+        let content = str_arg(args, "content").unwrap_or("");
+        let path = resolve(&ctx.cwd, raw);
+        if path.is_dir() {
+            return ToolOutput::error(format!("{raw} is a directory"));
+        }
+        if let Some(parent) = path.parent() {
+            if let Err(e) = std::fs::create_dir_all(parent) {
+                return ToolOutput::error(format!(
+                    "Cannot create {}: {}",
+                    parent.display(),
+                    io_reason(&e)
+                ));
+            }
+        }
+        match std::fs::write(&path, content) {
+            Ok(()) => ToolOutput::text(format!(
+                "Successfully wrote {} bytes to {raw}",
+                content.len()
+            ))
+            .with_details(json!({"bytes": content.len()})),
+            Err(e) => ToolOutput::error(format!("Cannot write {raw}: {}", io_reason(&e))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::tests::{ctx, text};
+
+    #[test]
+    fn creates_parents_and_reports_bytes() {
+        let (dir, c) = ctx();
+        let out = Write.execute(&json!({"path": "a/b c/d.txt", "content": "héllo"}), &c);
+        assert_eq!(text(&out), "Successfully wrote 6 bytes to a/b c/d.txt");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a/b c/d.txt")).unwrap(),
+            "héllo"
+        );
+    }
+
+    #[test]
+    fn permission_denied_is_an_error() {
+        let (dir, c) = ctx();
+        let ro = dir.path().join("ro");
+        std::fs::create_dir(&ro).unwrap();
+        std::fs::set_permissions(&ro, std::os::unix::fs::PermissionsExt::from_mode(0o500)).unwrap();
+        let out = Write.execute(&json!({"path": "ro/x", "content": "x"}), &c);
+        // Root ignores directory permissions; the check only holds for ordinary users.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(
+                out.is_error && text(&out).contains("permission denied"),
+                "{}",
+                text(&out)
+            );
+        }
+    }
+}

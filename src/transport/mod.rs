@@ -1,0 +1,4 @@
+//! The two I/O threads: `gjc-stdin` (read, decode, route) and `gjc-stdout` (frame, number, write).
+
+pub mod stdin;
+pub mod stdout;

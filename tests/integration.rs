@@ -1,0 +1,3 @@
+//! The integration tests: one binary that spawns the real gjc and speaks JSON lines to it.
+
+mod support;
