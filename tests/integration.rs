@@ -1,3 +1,12 @@
 //! The integration tests: one binary that spawns the real gjc and speaks JSON lines to it.
 
 mod support;
+
+/// Aborts, retries and provider faults.
+mod faults;
+/// Framing, bad input, lifecycle and the command line.
+mod framing;
+/// Prompts, tool loops, steering and follow-ups.
+mod prompt;
+/// Commands that need no model.
+mod state;

@@ -43,8 +43,13 @@ pub fn run(input: impl Read, routes: StdinRoutes, max_line: usize) {
     log::debug!("stdin closed");
 }
 
+/// The line cap: `GJC_MAX_LINE_BYTES` when set, else 64 MiB.
 pub fn default_max_line() -> usize {
-    MAX_LINE_BYTES
+    std::env::var("GJC_MAX_LINE_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(MAX_LINE_BYTES)
 }
 
 fn route(inbound: Option<Inbound>, routes: &StdinRoutes) {

@@ -1,0 +1,168 @@
+//! `Gjc`: the real binary under test, spawned with a temporary HOME, agent dir and project
+//! folder, with models.json pointing every API at a fake provider when one is given.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gjc::client::RpcClient;
+use serde_json::{json, Value};
+
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+pub struct Gjc {
+    pub client: RpcClient,
+    pub home: tempfile::TempDir,
+    pub project: PathBuf,
+}
+
+pub struct GjcBuilder {
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+    base_url: Option<String>,
+    script: Option<Value>,
+}
+
+pub fn gjc() -> GjcBuilder {
+    GjcBuilder {
+        args: Vec::new(),
+        envs: Vec::new(),
+        base_url: None,
+        script: None,
+    }
+}
+
+impl GjcBuilder {
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|s| s.to_string()));
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.envs.push((k.into(), v.into()));
+        self
+    }
+
+    /// Registers providers `fake-anthropic`, `fake-openai`, `fake-responses`, `fake-google` at this
+    /// base URL, each with a model `m` (reasoning) and key `test-key`.
+    pub fn provider(mut self, base_url: &str) -> Self {
+        self.base_url = Some(base_url.to_string());
+        self
+    }
+
+    /// Uses the scripted provider with this script.
+    pub fn script(mut self, script: Value) -> Self {
+        self.script = Some(script);
+        self
+    }
+
+    pub fn spawn(self) -> Gjc {
+        let home = tempfile::tempdir().unwrap();
+        let agent = home.path().join("agent");
+        let project = home.path().join("project");
+        std::fs::create_dir_all(&agent).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        let mut builder = RpcClient::builder(env!("CARGO_BIN_EXE_gjc"))
+            .env("HOME", home.path())
+            .env("GJC_CODING_AGENT_DIR", &agent)
+            .env("RUST_LOG", "warn")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("GEMINI_API_KEY")
+            .env_remove("GOOGLE_API_KEY")
+            .current_dir(&project)
+            .forward_stderr("[gjc] ");
+        if let Some(base) = &self.base_url {
+            write_models_json(&agent, base);
+        }
+        if let Some(script) = &self.script {
+            let path = home.path().join("script.json");
+            std::fs::write(&path, script.to_string()).unwrap();
+            builder = builder
+                .args(["--provider", "scripted", "--script"])
+                .arg(&path);
+        }
+        for (k, v) in &self.envs {
+            builder = builder.env(k, v);
+        }
+        builder = builder.args(&self.args);
+        let mut client = builder.spawn().expect("spawn gjc");
+        let ready = client.recv(TIMEOUT).expect("ready frame");
+        assert_eq!(
+            ready.value,
+            json!({"type": "ready"}),
+            "the first frame must be ready"
+        );
+        Gjc {
+            client,
+            home,
+            project,
+        }
+    }
+}
+
+fn write_models_json(agent: &Path, base: &str) {
+    let model = json!([{"id": "m", "reasoning": true, "contextWindow": 100000, "maxTokens": 4096, "input": ["text", "image"],
+        "cost": {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}}]);
+    let providers = json!({"providers": {
+        "fake-anthropic": {"baseUrl": format!("{base}/v1"), "api": "anthropic-messages", "apiKey": "test-key", "models": model},
+        "fake-openai": {"baseUrl": format!("{base}/v1"), "api": "openai-completions", "apiKey": "test-key", "models": model},
+        "fake-responses": {"baseUrl": format!("{base}/v1"), "api": "openai-responses", "apiKey": "test-key", "models": model},
+        "fake-google": {"baseUrl": format!("{base}/v1beta"), "api": "google-generative-ai", "apiKey": "test-key", "models": model},
+        "fake-nokey": {"baseUrl": format!("{base}/v1"), "api": "openai-completions", "apiKey": "FAKE_UNSET_API_KEY", "models": model}
+    }});
+    std::fs::write(agent.join("models.json"), providers.to_string()).unwrap();
+}
+
+impl Gjc {
+    pub fn request(&mut self, command: Value) -> Value {
+        self.client.request(command, TIMEOUT).expect("response")
+    }
+
+    pub fn ok(&mut self, command: Value) -> Value {
+        let r = self.request(command.clone());
+        assert_eq!(r["success"], true, "command {command} failed: {r}");
+        r.get("data").cloned().unwrap_or(Value::Null)
+    }
+
+    pub fn event(&mut self, event_type: &str) -> Value {
+        self.client
+            .wait_event(event_type, TIMEOUT)
+            .unwrap_or_else(|e| panic!("no {event_type} event: {e}"))
+    }
+
+    /// Every event frame's inner event until (and including) `agent_end`.
+    pub fn run_events(&mut self) -> Vec<Value> {
+        let frames = self
+            .client
+            .collect_until(
+                |f| f["type"] == "event" && f["payload"]["event_type"] == "agent_end",
+                TIMEOUT,
+            )
+            .expect("agent_end");
+        frames
+            .into_iter()
+            .filter(|f| f["type"] == "event")
+            .map(|f| f["payload"]["event"].clone())
+            .collect()
+    }
+
+    pub fn messages(&mut self) -> Vec<Value> {
+        self.ok(json!({"type": "get_messages"}))["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub fn close_and_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.client.close_stdin();
+        self.client.wait_exit(Duration::from_secs(5))
+    }
+}
+
+/// The event types of a list of inner events.
+pub fn types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
