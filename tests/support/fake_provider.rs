@@ -237,7 +237,7 @@ fn write_reply(mut stream: &TcpStream, reply: Reply) -> bool {
                 // Hold the connection until the client goes away.
                 let mut probe = [0u8; 1];
                 let _ = stream.set_read_timeout(None);
-                let _ = (&*stream).read(&mut probe);
+                let _ = stream.read(&mut probe);
                 return false;
             }
             Chunk::Drop => {
