@@ -8,5 +8,7 @@ mod faults;
 mod framing;
 /// Prompts, tool loops, steering and follow-ups.
 mod prompt;
+/// Recorded provider streams and what is sent back.
+mod providers;
 /// Commands that need no model.
 mod state;

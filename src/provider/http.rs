@@ -91,35 +91,14 @@ fn stream(
     cancel: &CancelFlag,
     sink: &EventSink,
 ) {
-    let stop = loop {
-        let event = match reader.next_event() {
-            Ok(Some(e)) => e,
-            Ok(None) => match decoder.on_eof(&mut builder) {
-                Ok(stop) => break stop,
-                Err(e) => return fail(builder, sink, cancel, e.message, None, e.transient, None),
-            },
-            Err(e) => {
-                return fail(
-                    builder,
-                    sink,
-                    cancel,
-                    format!("stream interrupted: {e}"),
-                    None,
-                    true,
-                    None,
-                )
-            }
-        };
-        let outcome = decoder.on_event(&event, &mut builder);
-        if !forward(&mut builder, sink, started) {
-            return;
-        }
-        match outcome {
-            Ok(Some(stop)) => break stop,
-            Ok(None) => {}
-            Err(StreamError { message, transient }) => {
-                return fail(builder, sink, cancel, message, None, transient, None)
-            }
+    let outcome = drive(&mut builder, decoder.as_mut(), &mut reader, |b| {
+        forward(b, sink, started)
+    });
+    let stop = match outcome {
+        Ok(Some(stop)) => stop,
+        Ok(None) => return,
+        Err(StreamError { message, transient }) => {
+            return fail(builder, sink, cancel, message, None, transient, None)
         }
     };
     let mut message = builder.finish(stop);
@@ -127,6 +106,53 @@ fn stream(
     message.usage.finish_totals();
     price(&mut message.usage, &request.model.cost);
     sink.send(ProviderEvent::Done(message));
+}
+
+/// Feeds SSE events to the decoder until its terminal event or EOF. `progress` runs after each
+/// event (to forward deltas); when it returns `false` the stream is abandoned (`Ok(None)`).
+pub fn drive(
+    builder: &mut MessageBuilder,
+    decoder: &mut dyn Decoder,
+    reader: &mut SseReader<impl std::io::BufRead>,
+    mut progress: impl FnMut(&mut MessageBuilder) -> bool,
+) -> Result<Option<StopReason>, StreamError> {
+    loop {
+        let event = match reader.next_event() {
+            Ok(Some(e)) => e,
+            Ok(None) => return decoder.on_eof(builder).map(Some),
+            Err(e) => return Err(StreamError::transient(format!("stream interrupted: {e}"))),
+        };
+        let outcome = decoder.on_event(&event, builder);
+        if !progress(builder) {
+            return Ok(None);
+        }
+        if let Some(stop) = outcome? {
+            return Ok(Some(stop));
+        }
+    }
+}
+
+/// Decodes a whole response body of `api` into the final message (tests and benchmarks).
+pub fn decode_body(
+    request: &ProviderRequest,
+    body: impl std::io::BufRead,
+) -> Result<AssistantMessage, StreamError> {
+    let model = &request.model;
+    let mut builder = MessageBuilder::new(AssistantMessage::empty(
+        model.api.as_str(),
+        &model.provider,
+        &model.id,
+    ));
+    let (_, mut decoder) = wire::build(model.api, request);
+    let mut reader = SseReader::new(body);
+    let stop = drive(&mut builder, decoder.as_mut(), &mut reader, |b| {
+        b.take_pending();
+        true
+    })?
+    .unwrap_or(StopReason::Stop);
+    let mut message = builder.finish(stop);
+    message.usage.finish_totals();
+    Ok(message)
 }
 
 /// Sends `Start` before the first delta, then the pending deltas. `false` when the session is gone.
