@@ -382,10 +382,16 @@ fn abort_during_a_long_bash_tool_leaves_no_process() {
 
 /// Whether a process whose command line contains `pattern` exists (reads /proc, no pgrep).
 fn running(pattern: &str) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return false };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
     dir.filter_map(Result::ok).any(|e| {
         let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
         let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        text.contains(pattern) && !text.contains("cargo") && std::fs::read_to_string(e.path().join("stat")).map(|s| !s.contains(") Z ")).unwrap_or(false)
+        text.contains(pattern)
+            && !text.contains("cargo")
+            && std::fs::read_to_string(e.path().join("stat"))
+                .map(|s| !s.contains(") Z "))
+                .unwrap_or(false)
     })
 }

@@ -2,6 +2,8 @@
 
 mod support;
 
+/// Documentation stays in step with the code.
+mod docs;
 /// Aborts, retries and provider faults.
 mod faults;
 /// Framing, bad input, lifecycle and the command line.
