@@ -351,13 +351,7 @@ fn abort_during_a_long_bash_tool_leaves_no_process() {
     g.ok(json!({"type": "prompt", "message": "go"}));
     g.event("tool_execution_start");
     // Wait until both sleeps exist, then abort.
-    let pid_of = |pat: &str| {
-        std::process::Command::new("pgrep")
-            .args(["-f", pat])
-            .output()
-            .map(|o| !o.stdout.is_empty())
-            .unwrap_or(false)
-    };
+    let pid_of = running;
     let deadline = std::time::Instant::now() + TIMEOUT;
     while !pid_of("sleep 1001") && std::time::Instant::now() < deadline {
         std::thread::yield_now();
