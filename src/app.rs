@@ -21,7 +21,7 @@ use crate::{exec, host, prompt};
 
 /// Frames queued for stdout before producers wait (memory bound; a host that stops reading
 /// stdout slows the agent down instead of growing a queue).
-const OUT_QUEUE: usize = 4096;
+const OUT_QUEUE: usize = 256;
 
 /// Runs RPC mode until stdin closes or a signal arrives. Returns the process exit code.
 pub fn run(args: Args) -> i32 {
@@ -78,6 +78,7 @@ pub fn run(args: Args) -> i32 {
         system_prompt,
         tools,
         script,
+        schemes: Arc::default(),
         usage: Default::default(),
     };
     serve(state, &args, session_id)
@@ -113,7 +114,7 @@ fn serve(state: Session, args: &Args, session_id: String) -> i32 {
     watch_parent(control_tx.clone());
 
     // 3. The session, then the reader.
-    let (provider_tx, provider) = bounded(4096);
+    let (provider_tx, provider) = bounded(256);
     let (tool_tx, tool) = unbounded();
     let (bash_tx, bash_events) = unbounded();
     let channels = Channels {

@@ -8,6 +8,8 @@ mod docs;
 mod faults;
 /// Framing, bad input, lifecycle and the command line.
 mod framing;
+/// Host tools, host URIs, extension UI and the ask tool.
+mod host;
 /// Prompts, tool loops, steering and follow-ups.
 mod prompt;
 /// Recorded provider streams and what is sent back.

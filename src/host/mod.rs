@@ -4,6 +4,10 @@
 //! everything pending when stdin closes. Replies with unknown ids, duplicates and late replies
 //! after a cancel are logged and dropped.
 
+pub mod tools;
+pub mod ui;
+pub mod uri;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

@@ -41,6 +41,8 @@ impl SessionLoop {
             Command::NewSession(_) => self.new_session(),
             Command::GetState(p) => Ok(Some(self.state.state(&p.include, self.is_busy()))),
             Command::SetTodos(p) => self.set_todos(&p.phases),
+            Command::SetHostTools(p) => self.set_host_tools(&p.tools),
+            Command::SetHostUriSchemes(p) => self.set_host_uri_schemes(&p.schemes),
             Command::SetCapabilities(p) => Ok(Some(self.set_capabilities(&p.capabilities))),
             Command::SetModel(p) => self.set_model(&p.provider, &p.model_id),
             Command::CycleModel(_) => Ok(Some(self.cycle_model())),
@@ -81,6 +83,10 @@ impl SessionLoop {
             }
             Command::SetSessionName(p) => match clean_session_name(&p.name) {
                 Some(n) => {
+                    if crate::host::ui::titles_enabled() {
+                        let frame = crate::host::ui::notice("setTitle", json!({ "title": n }));
+                        self.send(crate::protocol::Outbound::Frame(frame));
+                    }
                     self.state.name = Some(n);
                     Ok(None)
                 }
@@ -209,6 +215,30 @@ impl SessionLoop {
         Ok(Some(json!({ "todoPhases": self.state.todos })))
     }
 
+    fn set_host_tools(&mut self, defs: &[HostToolDefinition]) -> Reply {
+        let builtin = crate::tools::builtin_names();
+        let builtin: Vec<&str> = builtin.iter().map(String::as_str).collect();
+        let validated = crate::host::tools::validate(defs, &builtin).map_err(ErrorValue::from)?;
+        let names: Vec<String> = validated.iter().map(|(d, _)| d.name.clone()).collect();
+        let tools = validated
+            .into_iter()
+            .map(|(def, validator)| {
+                let tool: std::sync::Arc<dyn crate::tools::Tool> =
+                    crate::host::tools::HostTool::new(def, self.host.clone());
+                (tool, validator)
+            })
+            .collect();
+        self.state.tools.set_host_tools(tools);
+        Ok(Some(json!({ "toolNames": names })))
+    }
+
+    fn set_host_uri_schemes(&mut self, defs: &[HostUriSchemeDefinition]) -> Reply {
+        let schemes = crate::host::uri::normalize(defs).map_err(ErrorValue::from)?;
+        let names: Vec<String> = schemes.iter().map(|s| s.scheme.clone()).collect();
+        self.state.schemes = std::sync::Arc::new(schemes);
+        Ok(Some(json!({ "schemes": names })))
+    }
+
     fn set_capabilities(&mut self, caps: &Value) -> Value {
         let items = caps.as_array().cloned().unwrap_or_default();
         let (accepted, unsupported): (Vec<Value>, Vec<Value>) = items
@@ -299,9 +329,6 @@ fn parse_mode(mode: &str, what: &str) -> Result<QueueMode, ErrorValue> {
 /// A typed error for commands whose capability this build does not have.
 fn not_supported(command: &Command) -> ErrorValue {
     let why = match command {
-        Command::SetHostTools(_) | Command::SetHostUriSchemes(_) => {
-            "host tools and host URIs are not available in this build"
-        }
         Command::WorkflowGateResponse(_)
         | Command::GetPendingWorkflowGates(_)
         | Command::NegotiateUnattended(_) => {

@@ -262,6 +262,16 @@ impl SessionLoop {
                 delay_ms: delay.as_millis() as u64,
                 error_message,
             });
+            // Hosts without event rendering still learn why the agent pauses.
+            let status = format!(
+                "Retrying (attempt {attempt} of {}) in {:.1} s",
+                policy.max_attempts,
+                delay.as_secs_f64()
+            );
+            self.send(crate::protocol::Outbound::Frame(crate::host::ui::notice(
+                "setStatus",
+                serde_json::json!({"statusKey": "gjc.retry", "statusText": status}),
+            )));
             if let Some(run) = &mut self.run {
                 run.retry_attempt = attempt;
                 run.phase = Phase::RetryWait {
@@ -414,13 +424,18 @@ impl SessionLoop {
                 continue;
             }
             let generation = self.run.as_ref().map(|r| r.generation).unwrap_or(0);
+            let services = tools::Services {
+                cwd: self.state.cwd.clone(),
+                bash: self.bash.clone(),
+                host: self.host.clone(),
+                schemes: self.state.schemes.clone(),
+            };
             let handle = tools::spawn(
                 tool,
                 call.arguments.clone(),
-                self.state.cwd.clone(),
+                services,
                 call.id.clone(),
                 generation,
-                self.bash.clone(),
                 self.tool_tx(),
             );
             if let Some(Run {

@@ -28,6 +28,8 @@ pub struct Session {
     pub system_prompt: String,
     pub tools: ToolRegistry,
     pub script: Option<Result<Arc<Script>, String>>,
+    /// The host's URI schemes (`set_host_uri_schemes`), shared with tool calls.
+    pub schemes: Arc<Vec<crate::host::uri::UriScheme>>,
     /// Usage summed over every assistant message of this session.
     pub usage: Usage,
 }

@@ -46,6 +46,12 @@ impl Tool for Edit {
 
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
         let raw = str_arg(args, "path").unwrap_or("");
+        if let Some(scheme) = ctx.host_scheme(raw) {
+            return ToolOutput::error(format!(
+                "edit does not change host-owned files ({}://). Read {raw}, then use the write tool with the complete new content.",
+                scheme.scheme
+            ));
+        }
         let path = resolve(&ctx.cwd, raw);
         let original = match std::fs::read(&path) {
             Ok(b) => b,

@@ -21,6 +21,8 @@ use crossbeam_channel::Sender;
 use serde_json::Value;
 
 use crate::exec::BashHandle;
+use crate::host::uri::UriScheme;
+use crate::host::HostHandle;
 use crate::protocol::message::ToolOutput;
 use crate::provider::ToolSpec;
 
@@ -30,10 +32,42 @@ pub struct ToolContext {
     pub call_id: String,
     pub cancel: Arc<AtomicBool>,
     pub bash: BashHandle,
+    /// The host broker and the host's URI schemes, when a host is attached (RPC mode).
+    pub host: Option<HostHandle>,
+    pub schemes: Arc<Vec<UriScheme>>,
     updates: Box<dyn Fn(ToolOutput) + Send + Sync>,
 }
 
+/// What a tool call may use besides its arguments; cloned per call from the session.
+#[derive(Clone)]
+pub struct Services {
+    pub cwd: PathBuf,
+    pub bash: BashHandle,
+    pub host: HostHandle,
+    pub schemes: Arc<Vec<UriScheme>>,
+}
+
 impl ToolContext {
+    /// A context with no update listener (for running a tool outside a session).
+    pub fn new(cwd: PathBuf, call_id: String, bash: BashHandle) -> ToolContext {
+        ToolContext {
+            cwd,
+            call_id,
+            cancel: Arc::new(AtomicBool::new(false)),
+            bash,
+            host: None,
+            schemes: Arc::default(),
+            updates: Box::new(|_| {}),
+        }
+    }
+
+    /// The registered host scheme a path names (`db://users/42`), if any.
+    pub fn host_scheme(&self, path: &str) -> Option<&UriScheme> {
+        let (scheme, _) = path.split_once("://")?;
+        let scheme = scheme.to_ascii_lowercase();
+        self.schemes.iter().find(|s| s.scheme == scheme)
+    }
+
     pub fn is_cancelled(&self) -> bool {
         self.cancel.load(Ordering::SeqCst)
     }
@@ -45,7 +79,7 @@ impl ToolContext {
 }
 
 pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     fn description(&self) -> String;
     fn parameters(&self) -> Value;
     /// Runs the call. A failure is an `is_error` output, which the model sees.
@@ -74,17 +108,26 @@ pub fn all_builtin() -> Vec<Arc<dyn Tool>> {
         Arc::new(find::Find),
         Arc::new(ls::Ls),
         Arc::new(todo::TodoWrite),
+        Arc::new(crate::host::ui::Ask),
     ]
+}
+
+/// Every built-in tool name (host tools may not take one).
+pub fn builtin_names() -> Vec<String> {
+    all_builtin().iter().map(|t| t.name().to_string()).collect()
 }
 
 struct Entry {
     tool: Arc<dyn Tool>,
-    validator: Option<jsonschema::Validator>,
+    /// Compiled on first use: a compiled schema costs memory, and most sessions call few tools.
+    validator: std::sync::OnceLock<Option<jsonschema::Validator>>,
 }
 
-/// The active tools, by name, with their compiled schemas.
+/// The active tools, by name, with their compiled schemas: the built-in set chosen at startup,
+/// then the host's tools (`set_host_tools` replaces those).
 pub struct ToolRegistry {
     entries: Vec<Entry>,
+    host: Vec<Entry>,
 }
 
 impl ToolRegistry {
@@ -100,20 +143,37 @@ impl ToolRegistry {
                 )
             })?;
             entries.push(Entry {
-                validator: jsonschema::validator_for(&tool.parameters()).ok(),
+                validator: std::sync::OnceLock::new(),
                 tool: tool.clone(),
             });
         }
-        Ok(ToolRegistry { entries })
+        Ok(ToolRegistry {
+            entries,
+            host: Vec::new(),
+        })
     }
 
-    pub fn names(&self) -> Vec<&'static str> {
-        self.entries.iter().map(|e| e.tool.name()).collect()
+    fn all(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().chain(self.host.iter())
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.all().map(|e| e.tool.name()).collect()
+    }
+
+    /// Replaces the host tools; each comes with its schema already compiled (it was validated).
+    pub fn set_host_tools(&mut self, tools: Vec<(Arc<dyn Tool>, jsonschema::Validator)>) {
+        self.host = tools
+            .into_iter()
+            .map(|(tool, validator)| Entry {
+                tool,
+                validator: std::sync::OnceLock::from(Some(validator)),
+            })
+            .collect();
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.entries
-            .iter()
+        self.all()
             .map(|e| ToolSpec {
                 name: e.tool.name().into(),
                 description: e.tool.description(),
@@ -123,18 +183,20 @@ impl ToolRegistry {
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.entries
-            .iter()
+        self.all()
             .find(|e| e.tool.name() == name)
             .map(|e| e.tool.clone())
     }
 
     /// Checks arguments against the tool's schema; the message lists every violation.
     pub fn validate(&self, name: &str, args: &Value) -> Result<(), String> {
-        let Some(entry) = self.entries.iter().find(|e| e.tool.name() == name) else {
+        let Some(entry) = self.all().find(|e| e.tool.name() == name) else {
             return Err(format!("Tool {name} not found"));
         };
-        let Some(validator) = &entry.validator else {
+        let compiled = entry
+            .validator
+            .get_or_init(|| jsonschema::validator_for(&entry.tool.parameters()).ok());
+        let Some(validator) = compiled else {
             return Ok(());
         };
         let errors: Vec<String> = validator
@@ -181,20 +243,21 @@ pub struct ToolHandle {
 pub fn spawn(
     tool: Arc<dyn Tool>,
     args: Value,
-    cwd: PathBuf,
+    services: Services,
     call_id: String,
     generation: u64,
-    bash: BashHandle,
     tx: Sender<ToolMsg>,
 ) -> ToolHandle {
     let cancel = Arc::new(AtomicBool::new(false));
     let update_tx = tx.clone();
     let update_id = call_id.clone();
     let ctx = ToolContext {
-        cwd,
+        cwd: services.cwd,
         call_id: call_id.clone(),
         cancel: cancel.clone(),
-        bash,
+        bash: services.bash,
+        host: Some(services.host),
+        schemes: services.schemes,
         updates: Box::new(move |partial| {
             let _ = update_tx.send(ToolMsg {
                 generation,
@@ -262,6 +325,8 @@ pub(crate) mod tests {
             call_id: crate::ids::short_id(),
             cancel: Arc::new(AtomicBool::new(false)),
             bash: bash(),
+            host: None,
+            schemes: Arc::default(),
             updates: Box::new(|_| {}),
         };
         (dir, ctx)

@@ -44,6 +44,9 @@ impl Tool for Read {
 
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
         let raw = str_arg(args, "path").unwrap_or("");
+        if ctx.host_scheme(raw).is_some() {
+            return read_host(raw, ctx);
+        }
         let path = resolve(&ctx.cwd, raw);
         let meta = match std::fs::metadata(&path) {
             Ok(m) => m,
@@ -65,6 +68,23 @@ impl Tool for Read {
         let offset = uint_arg(args, "offset").unwrap_or(1).max(1) as usize;
         let limit = uint_arg(args, "limit").map(|l| l as usize);
         read_text(&path, raw, offset, limit)
+    }
+}
+
+/// A host-owned URI: the host answers with the content.
+fn read_host(url: &str, ctx: &ToolContext) -> ToolOutput {
+    let Some(host) = &ctx.host else {
+        return ToolOutput::error(format!("No host is attached to read {url}"));
+    };
+    match crate::host::uri::request(host, url, None, &|| ctx.is_cancelled()) {
+        Ok(r) => {
+            let mut text = r.content.unwrap_or_default();
+            for note in &r.notes {
+                text.push_str(&format!("\n[{note}]"));
+            }
+            ToolOutput::text(text).with_details(json!({"url": url, "contentType": r.content_type, "notes": r.notes, "immutable": r.immutable}))
+        }
+        Err(e) => ToolOutput::error(format!("Cannot read {url}: {e}")),
     }
 }
 

@@ -33,6 +33,26 @@ impl Tool for Write {
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
         let raw = str_arg(args, "path").unwrap_or("");
         let content = str_arg(args, "content").unwrap_or("");
+        if let Some(scheme) = ctx.host_scheme(raw) {
+            if !scheme.writable || scheme.immutable {
+                return ToolOutput::error(format!(
+                    "{raw} cannot be written: the host registered {}:// as read-only",
+                    scheme.scheme
+                ));
+            }
+            let Some(host) = &ctx.host else {
+                return ToolOutput::error(format!("No host is attached to write {raw}"));
+            };
+            return match crate::host::uri::request(host, raw, Some(content), &|| ctx.is_cancelled())
+            {
+                Ok(_) => ToolOutput::text(format!(
+                    "Successfully wrote {} bytes to {raw}",
+                    content.len()
+                ))
+                .with_details(json!({"bytes": content.len(), "url": raw})),
+                Err(e) => ToolOutput::error(format!("Cannot write {raw}: {e}")),
+            };
+        }
         let path = resolve(&ctx.cwd, raw);
         if path.is_dir() {
             return ToolOutput::error(format!("{raw} is a directory"));

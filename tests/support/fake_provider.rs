@@ -62,6 +62,8 @@ pub struct Request {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// When the whole request had arrived.
+    pub received: std::time::Instant,
 }
 
 impl Request {
@@ -179,6 +181,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Request> {
         path,
         headers,
         body,
+        received: std::time::Instant::now(),
     })
 }
 

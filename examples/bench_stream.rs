@@ -1,0 +1,232 @@
+//! Streaming benchmarks against the loopback fake provider, each beside a baseline in the same run:
+//! - throughput: 100,000 text deltas → frames on stdout per second (compact mode), beside the rate
+//!   a plain client reads the same stream from the fake server; stdout bytes per delta;
+//! - prompt → the model request reaching the fake server;
+//! - abort sent while the server is stalled → `agent_end`;
+//! - per-turn overhead of a 20-step tool loop against an instant fake model.
+//!
+//! Run: `cargo build --release --bins --examples && target/release/examples/bench_stream`
+
+mod common;
+#[path = "../tests/support/fake_provider.rs"]
+#[allow(dead_code)]
+mod fake_provider;
+
+use std::io::BufReader;
+use std::time::{Duration, Instant};
+
+use common::*;
+use fake_provider::{openai_text, openai_tool_call, sse_events, Chunk, FakeProvider, Reply};
+use gjc::client::RpcClient;
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(120);
+
+fn spawn(fake: &FakeProvider, extra: &[&str]) -> (RpcClient, tempfile::TempDir) {
+    let home = tempfile::tempdir().unwrap();
+    let model = json!([{"id": "m", "contextWindow": 1000000, "maxTokens": 4096}]);
+    let models = json!({"providers": {"fake": {"baseUrl": format!("{}/v1", fake.base_url), "api": "openai-completions", "apiKey": "k", "models": model}}});
+    std::fs::write(home.path().join("models.json"), models.to_string()).unwrap();
+    let mut c = RpcClient::builder(gjc_bin())
+        .env("GJC_CODING_AGENT_DIR", home.path())
+        .current_dir(home.path())
+        .args(["--provider", "fake", "--model", "m"])
+        .args(extra)
+        .spawn()
+        .unwrap();
+    c.recv(WAIT).unwrap();
+    (c, home)
+}
+
+fn deltas_body(n: usize) -> String {
+    let mut events: Vec<Value> = (0..n)
+        .map(|i| json!({"choices":[{"index":0,"delta":{"content":format!("w{} ", i % 10)}}]}))
+        .collect();
+    events.push(json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}));
+    let mut s = sse_events(&events, false);
+    s.push_str("data: [DONE]\n\n");
+    s
+}
+
+/// How fast a plain client reads and decodes the same stream straight from the fake server.
+fn raw_rate(fake: &FakeProvider, body: &str, n: usize) -> f64 {
+    fake.push(Reply::sse(body.to_string()));
+    let started = Instant::now();
+    let resp = ureq::post(&format!("{}/v1/chat/completions", fake.base_url))
+        .send("{}")
+        .unwrap();
+    let mut sse =
+        gjc::provider::sse::SseReader::new(BufReader::new(resp.into_body().into_reader()));
+    let mut events = 0;
+    while let Some(e) = sse.next_event().unwrap() {
+        let _: Value = serde_json::from_str(&e.data).unwrap_or(Value::Null);
+        events += 1;
+    }
+    let _ = fake.try_request();
+    assert!(events > n);
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+fn throughput(n: usize) {
+    let fake = FakeProvider::start();
+    let body = deltas_body(n);
+    let mut raw: Vec<f64> = (0..3).map(|_| raw_rate(&fake, &body, n)).collect();
+    let (mut c, _home) = spawn(&fake, &["--compact-updates"]);
+    let mut rates = Vec::new();
+    let mut bytes_per_delta = 0.0;
+    for _ in 0..3 {
+        fake.push(Reply::sse(body.clone()));
+        c.request(json!({"type": "prompt", "message": "go"}), WAIT)
+            .unwrap();
+        let (mut first, mut updates, mut bytes) = (None, 0usize, 0usize);
+        loop {
+            let f = c.recv(WAIT).unwrap();
+            let kind = f.value["payload"]["event_type"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            if kind == "message_update" {
+                first.get_or_insert_with(Instant::now);
+                updates += 1;
+                if f.value["payload"]["assistantMessageEvent"]["type"] == "text_delta" {
+                    bytes += f.line.len() + 1;
+                }
+            }
+            if kind == "agent_end" {
+                break;
+            }
+        }
+        let secs = first.unwrap().elapsed().as_secs_f64();
+        rates.push(updates as f64 / secs);
+        bytes_per_delta = bytes as f64 / n as f64;
+        let _ = fake.try_request();
+    }
+    println!("throughput, {n} text deltas, median of 3:");
+    println!(
+        "  fake server read by a plain client: {:>10.0} deltas/s",
+        median(&mut raw)
+    );
+    println!(
+        "  gjc compact message_update frames:  {:>10.0} frames/s ({:.2}x of the raw rate)",
+        median(&mut rates),
+        median(&mut rates) / median(&mut raw)
+    );
+    println!("  stdout bytes per text_delta frame (compact): {bytes_per_delta:.0}");
+}
+
+fn default_mode_bytes(n: usize) {
+    let fake = FakeProvider::start();
+    let (mut c, _home) = spawn(&fake, &[]);
+    fake.push(Reply::sse(deltas_body(n)));
+    c.request(json!({"type": "prompt", "message": "go"}), WAIT)
+        .unwrap();
+    let mut bytes = 0usize;
+    loop {
+        let f = c.recv(WAIT).unwrap();
+        if f.value["payload"]["assistantMessageEvent"]["type"] == "text_delta" {
+            bytes += f.line.len() + 1;
+        }
+        if f.value["payload"]["event_type"] == "agent_end" {
+            break;
+        }
+    }
+    let text_chars = n * 3;
+    println!("  default mode, {n} deltas ({text_chars} characters): {:.1} MB of text_delta frames, {:.0} bytes per delta (the snapshot grows with the message)", bytes as f64 / 1e6, bytes as f64 / n as f64);
+}
+
+fn prompt_to_request() {
+    let fake = FakeProvider::start();
+    let (mut c, _home) = spawn(&fake, &[]);
+    let mut lat = Vec::new();
+    for _ in 0..30 {
+        fake.push(Reply::sse(openai_text(&["ok"])));
+        let id = c.next_id();
+        let sent = Instant::now();
+        c.send(&json!({"id": id, "type": "prompt", "message": "hi"}))
+            .unwrap();
+        let req = fake.request(WAIT);
+        lat.push(ms(req.received.duration_since(sent)));
+        c.wait_event("agent_end", WAIT).unwrap();
+    }
+    println!(
+        "prompt -> request at the fake server: median {:.3} ms, p90 {:.3} ms (30 prompts)",
+        median(&mut lat),
+        percentile(&mut lat, 0.9)
+    );
+}
+
+fn abort_latency() {
+    let fake = FakeProvider::start();
+    let (mut c, _home) = spawn(&fake, &[]);
+    let head = sse_events(
+        &[json!({"choices":[{"index":0,"delta":{"content":"partial"}}]})],
+        false,
+    );
+    let mut lat = Vec::new();
+    for _ in 0..20 {
+        fake.push(Reply::sse_chunks(vec![
+            Chunk::Bytes(head.clone().into_bytes()),
+            Chunk::Stall,
+        ]));
+        c.request(json!({"type": "prompt", "message": "hi"}), WAIT)
+            .unwrap();
+        c.wait_event("message_update", WAIT).unwrap();
+        let sent = Instant::now();
+        c.send(&json!({"type": "abort"})).unwrap();
+        c.wait_event("agent_end", WAIT).unwrap();
+        lat.push(ms(sent.elapsed()));
+        let _ = fake.try_request();
+    }
+    println!(
+        "abort while the server stalls -> agent_end: median {:.3} ms, p90 {:.3} ms (20 aborts)",
+        median(&mut lat),
+        percentile(&mut lat, 0.9)
+    );
+}
+
+fn tool_loop_overhead() {
+    let fake = FakeProvider::start();
+    let (mut c, home) = spawn(&fake, &[]);
+    std::fs::write(home.path().join("f.txt"), "x").unwrap();
+    let mut per_turn = Vec::new();
+    for _ in 0..5 {
+        for i in 0..20 {
+            fake.push(Reply::sse(openai_tool_call(
+                &format!("c{i}"),
+                "ls",
+                &json!({}),
+            )));
+        }
+        fake.push(Reply::sse(openai_text(&["done"])));
+        let started = Instant::now();
+        c.request(json!({"type": "prompt", "message": "loop"}), WAIT)
+            .unwrap();
+        let mut tool_time = Duration::ZERO;
+        let mut tool_started = None;
+        loop {
+            let f = c.recv(WAIT).unwrap();
+            match f.value["payload"]["event_type"].as_str() {
+                Some("tool_execution_start") => tool_started = Some(Instant::now()),
+                Some("tool_execution_end") => tool_time += tool_started.take().unwrap().elapsed(),
+                Some("agent_end") => break,
+                _ => {}
+            }
+        }
+        let total = started.elapsed();
+        per_turn.push(ms(total.saturating_sub(tool_time)) / 21.0);
+        while fake.try_request().is_some() {}
+    }
+    println!("20-step tool loop, instant fake model over HTTP: {:.3} ms per turn beyond the tools' own time (median of 5 runs; includes each HTTP request)", median(&mut per_turn));
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100_000);
+    throughput(n);
+    default_mode_bytes(2_000);
+    prompt_to_request();
+    abort_latency();
+    tool_loop_overhead();
+}

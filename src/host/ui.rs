@@ -1,0 +1,213 @@
+//! Extension UI requests: dialogs that wait for an `extension_ui_response` (`select`, `confirm`,
+//! `input`, `editor`), fire-and-forget ones (`notify`, `setStatus`, `setWidget`, `setTitle`,
+//! `set_editor_text`), and the `ask` tool that puts questions to the user through them.
+//!
+//! A dialog that times out, is aborted, or loses its host resolves to its default: no answer for
+//! `select`, `input` and `editor`, `false` for `confirm`.
+
+use std::time::Duration;
+
+use crossbeam_channel::unbounded;
+use serde_json::{json, Map, Value};
+
+use super::{CallKind, HostCall, HostEvent, HostHandle};
+use crate::protocol::message::ToolOutput;
+use crate::protocol::outbound::UiRequest;
+use crate::protocol::FlatFrame;
+use crate::tools::{Tool, ToolContext};
+
+/// How a dialog ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    Value(Value),
+    Confirmed(bool),
+    Cancelled { timed_out: bool },
+}
+
+/// Shows a dialog and waits for the answer (or the default), checking `cancelled` as it waits.
+pub fn dialog(
+    host: &HostHandle,
+    method: &'static str,
+    fields: Map<String, Value>,
+    timeout: Option<Duration>,
+    cancelled: &dyn Fn() -> bool,
+) -> Answer {
+    let (reply, rx) = unbounded();
+    let (id_tx, id_rx) = unbounded();
+    let mut fields = fields;
+    if let Some(t) = timeout {
+        fields.insert("timeout".into(), json!(t.as_millis() as u64));
+    }
+    host.call(HostCall {
+        kind: CallKind::Ui,
+        build: Box::new(move |id| FlatFrame::ExtensionUiRequest(UiRequest { id, method, fields })),
+        timeout,
+        reply,
+        id_tx: Some(id_tx),
+    });
+    let Ok(id) = id_rx.recv_timeout(Duration::from_secs(5)) else {
+        return Answer::Cancelled { timed_out: false };
+    };
+    loop {
+        if cancelled() {
+            host.cancel(id);
+            return Answer::Cancelled { timed_out: false };
+        }
+        match rx.recv_timeout(Duration::from_millis(10)) {
+            Ok(HostEvent::Ui(r)) if r.cancelled => {
+                return Answer::Cancelled {
+                    timed_out: r.timed_out,
+                }
+            }
+            Ok(HostEvent::Ui(r)) => {
+                return match (r.confirmed, r.value) {
+                    (Some(c), _) => Answer::Confirmed(c),
+                    (None, Some(v)) => Answer::Value(v),
+                    (None, None) => Answer::Cancelled { timed_out: false },
+                }
+            }
+            Ok(HostEvent::Rejected { timed_out, .. }) => return Answer::Cancelled { timed_out },
+            Ok(_) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                return Answer::Cancelled { timed_out: false }
+            }
+        }
+    }
+}
+
+/// A request that expects no answer (`notify`, `setStatus`, ...).
+pub fn notice(method: &'static str, fields: Value) -> FlatFrame {
+    let fields = fields.as_object().cloned().unwrap_or_default();
+    FlatFrame::ExtensionUiRequest(UiRequest {
+        id: crate::ids::uuid_v4(),
+        method,
+        fields,
+    })
+}
+
+/// Whether `setTitle` requests are emitted (`GJC_RPC_EMIT_TITLE` = 1, true, yes or on).
+pub fn titles_enabled() -> bool {
+    std::env::var("GJC_RPC_EMIT_TITLE")
+        .map(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "1" | "true" | "yes" | "on"
+            )
+        })
+        .unwrap_or(false)
+}
+
+/// `ask`: the model asks the user questions, with options (single or multiple choice) or free
+/// text, through `select` / `input` dialogs.
+pub struct Ask;
+
+impl Tool for Ask {
+    fn name(&self) -> &str {
+        "ask"
+    }
+
+    fn description(&self) -> String {
+        "Ask the user one or more questions when you need a decision or information only they have. Give options when the answers are known; the user may answer in their own words when allowOther is true or no options are given.".into()
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "questions": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"},
+                            "question": {"type": "string", "minLength": 1},
+                            "options": {"type": "array", "items": {"type": "object", "properties": {"label": {"type": "string"}, "description": {"type": "string"}}, "required": ["label"]}},
+                            "multi": {"type": "boolean", "description": "Allow several options"},
+                            "allowOther": {"type": "boolean", "description": "Allow a free-text answer besides the options"},
+                            "recommended": {"type": "integer", "minimum": 0, "description": "Index of the recommended option"}
+                        },
+                        "required": ["question"]
+                    }
+                }
+            },
+            "required": ["questions"],
+            "additionalProperties": false
+        })
+    }
+
+    fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
+        let Some(host) = &ctx.host else {
+            return ToolOutput::error("ask needs a host that answers UI requests");
+        };
+        let mut text = String::new();
+        let mut answers = Vec::new();
+        for (i, q) in args["questions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let question = q["question"].as_str().unwrap_or("");
+            let labels: Vec<Value> = q["options"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|o| o.get("label").cloned())
+                .collect();
+            let mut fields = Map::new();
+            fields.insert("title".into(), json!(question));
+            let method = if labels.is_empty() {
+                fields.insert("placeholder".into(), json!("Type your answer"));
+                "input"
+            } else {
+                fields.insert("options".into(), Value::Array(labels.clone()));
+                fields.insert(
+                    "allowMultiple".into(),
+                    json!(q["multi"].as_bool().unwrap_or(false)),
+                );
+                fields.insert(
+                    "allowOther".into(),
+                    json!(q["allowOther"].as_bool().unwrap_or(false)),
+                );
+                "select"
+            };
+            let answer = dialog(host, method, fields, None, &|| ctx.is_cancelled());
+            if ctx.is_cancelled() {
+                return ToolOutput::error("The question was cancelled");
+            }
+            let (shown, value) = match &answer {
+                Answer::Value(Value::Array(items)) => (
+                    items
+                        .iter()
+                        .map(|v| {
+                            v.as_str()
+                                .map(str::to_string)
+                                .unwrap_or_else(|| v.to_string())
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    json!(items),
+                ),
+                Answer::Value(v) => (
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string()),
+                    v.clone(),
+                ),
+                Answer::Confirmed(c) => (c.to_string(), json!(c)),
+                Answer::Cancelled { timed_out: true } => {
+                    ("(no answer: the question timed out)".into(), Value::Null)
+                }
+                Answer::Cancelled { .. } => (
+                    "(no answer: the user dismissed the question)".into(),
+                    Value::Null,
+                ),
+            };
+            text.push_str(&format!("{question}\nAnswer: {shown}\n\n"));
+            answers.push(json!({"id": q.get("id").cloned().unwrap_or(json!(format!("q{}", i + 1))), "question": question, "answer": value}));
+        }
+        ToolOutput::text(text.trim_end().to_string()).with_details(json!({"answers": answers}))
+    }
+}

@@ -1,0 +1,147 @@
+//! Host URI schemes: registration rules and the read/write round trip the file tools use for
+//! `scheme://…` paths the host owns.
+
+use std::time::Duration;
+
+use crossbeam_channel::unbounded;
+
+use super::{CallKind, HostCall, HostEvent, HostHandle};
+use crate::protocol::command::HostUriSchemeDefinition;
+use crate::protocol::FlatFrame;
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct UriScheme {
+    pub scheme: String,
+    pub description: Option<String>,
+    pub writable: bool,
+    pub immutable: bool,
+}
+
+/// Names the agent or the platform already gives a meaning.
+const RESERVED: &[&str] = &[
+    "http", "https", "file", "data", "gjc", "agent", "artifact", "memory", "local", "rule",
+    "issue", "pr",
+];
+
+/// Lower-cases, validates and de-duplicates (first definition wins) a scheme list.
+pub fn normalize(defs: &[HostUriSchemeDefinition]) -> Result<Vec<UriScheme>, String> {
+    let mut out: Vec<UriScheme> = Vec::new();
+    for (i, d) in defs.iter().enumerate() {
+        let scheme = d.scheme.trim().trim_end_matches("://").to_ascii_lowercase();
+        let valid = scheme
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+.-".contains(c));
+        if !valid {
+            return Err(format!("schemes[{i}]: {:?} is not a valid URI scheme (a letter, then letters, digits, + . -)", d.scheme));
+        }
+        if RESERVED.contains(&scheme.as_str()) {
+            return Err(format!("schemes[{i}]: {scheme} is reserved"));
+        }
+        if !out.iter().any(|s| s.scheme == scheme) {
+            out.push(UriScheme {
+                scheme,
+                description: d.description.clone(),
+                writable: d.writable,
+                immutable: d.immutable,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The host's answer to a read or write.
+pub struct UriReply {
+    pub content: Option<String>,
+    pub content_type: Option<String>,
+    pub notes: Vec<String>,
+    pub immutable: bool,
+}
+
+/// Asks the host to read or write `url`, waiting until it answers, the call is cancelled
+/// (`cancelled` turns true), or the host goes away.
+pub fn request(
+    host: &HostHandle,
+    url: &str,
+    content: Option<&str>,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<UriReply, String> {
+    let (reply, rx) = unbounded();
+    let (id_tx, id_rx) = unbounded();
+    let (url_owned, content_owned) = (url.to_string(), content.map(str::to_string));
+    host.call(HostCall {
+        kind: CallKind::Uri,
+        build: Box::new(move |id| FlatFrame::HostUriRequest {
+            id,
+            operation: if content_owned.is_some() {
+                "write"
+            } else {
+                "read"
+            },
+            url: url_owned,
+            content: content_owned,
+        }),
+        timeout: None,
+        reply,
+        id_tx: Some(id_tx),
+    });
+    let id = id_rx
+        .recv_timeout(Duration::from_secs(5))
+        .map_err(|_| "the host broker is not running".to_string())?;
+    loop {
+        if cancelled() {
+            host.cancel(id);
+            return Err("Host URI request aborted".into());
+        }
+        match rx.recv_timeout(Duration::from_millis(10)) {
+            Ok(HostEvent::UriResult(r)) if r.is_error => {
+                return Err(r
+                    .error
+                    .or(r.content)
+                    .unwrap_or_else(|| format!("the host refused {url}")));
+            }
+            Ok(HostEvent::UriResult(r)) => {
+                return Ok(UriReply {
+                    content: r.content,
+                    content_type: r.content_type,
+                    notes: r.notes,
+                    immutable: r.immutable,
+                })
+            }
+            Ok(HostEvent::Rejected { reason, .. }) => return Err(reason),
+            Ok(_) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                return Err("the host broker stopped".into())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(s: &str) -> HostUriSchemeDefinition {
+        HostUriSchemeDefinition {
+            scheme: s.into(),
+            description: None,
+            writable: false,
+            immutable: false,
+        }
+    }
+
+    #[test]
+    fn schemes_are_lowercased_checked_and_deduplicated() {
+        let got = normalize(&[def("DB"), def("db"), def("notes+v2")]).unwrap();
+        assert_eq!(
+            got.iter().map(|s| s.scheme.as_str()).collect::<Vec<_>>(),
+            ["db", "notes+v2"]
+        );
+        assert!(normalize(&[def("1db")]).is_err());
+        assert!(normalize(&[def("https")]).unwrap_err().contains("reserved"));
+    }
+}
