@@ -1,7 +1,7 @@
 //! Startup benchmark: spawn → `ready`, spawn → first `get_state` response, and RSS when idle after
 //! ready, for gjc and for a baseline process (baseline_echo) measured in the same run, interleaved.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_startup [runs]`
+//! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/bench_startup [runs]`
 
 mod common;
 

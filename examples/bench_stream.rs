@@ -5,7 +5,7 @@
 //! - abort sent while the server is stalled → `agent_end`;
 //! - per-turn overhead of a 20-step tool loop against an instant fake model.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_stream`
+//! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/bench_stream`
 
 mod common;
 #[path = "../tests/support/fake_provider.rs"]

@@ -1,7 +1,7 @@
 //! A host that owns virtual files: registers a writable `db://` scheme and serves the agent's
 //! reads and writes of `db://users/<id>` from an in-memory table.
 //!
-//! `cargo build --release --bins --examples && target/release/examples/db_scheme`
+//! `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/db_scheme`
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,20 +19,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ]});
     let path = std::env::temp_dir().join(format!("gjc-db-scheme-{}.json", std::process::id()));
     std::fs::write(&path, script.to_string())?;
-    let mut rows: BTreeMap<String, String> = BTreeMap::from([("db://users/42".to_string(), "id=42\nname=Alice\n".to_string())]);
-    let mut gjc = RpcClient::builder(RpcClient::default_program()).args(["--provider", "scripted", "--script"]).arg(&path).spawn()?;
+    let mut rows: BTreeMap<String, String> = BTreeMap::from([(
+        "db://users/42".to_string(),
+        "id=42\nname=Alice\n".to_string(),
+    )]);
+    let mut gjc = RpcClient::builder(RpcClient::default_program())
+        .args(["--provider", "scripted", "--script"])
+        .arg(&path)
+        .spawn()?;
     gjc.recv(WAIT)?;
     let r = gjc.request(json!({"type": "set_host_uri_schemes", "schemes": [{"scheme": "db", "description": "Rows of the users table", "writable": true}]}), WAIT)?;
     println!("schemes: {}", r["data"]["schemes"]);
-    gjc.request(json!({"type": "prompt", "message": "Set user 42's full name to Alice Liddell."}), WAIT)?;
+    gjc.request(
+        json!({"type": "prompt", "message": "Set user 42's full name to Alice Liddell."}),
+        WAIT,
+    )?;
     loop {
         let f = gjc.recv(WAIT)?.value;
         if f["type"] == "host_uri_request" {
             let url = f["url"].as_str().unwrap_or("").to_string();
             println!("host_uri_request {} {url}", f["operation"]);
             let reply = match (f["operation"].as_str(), rows.get(&url)) {
-                (Some("read"), Some(row)) => json!({"type": "host_uri_result", "id": f["id"], "content": row, "contentType": "text/plain"}),
-                (Some("read"), None) => json!({"type": "host_uri_result", "id": f["id"], "isError": true, "error": format!("{url} not found")}),
+                (Some("read"), Some(row)) => {
+                    json!({"type": "host_uri_result", "id": f["id"], "content": row, "contentType": "text/plain"})
+                }
+                (Some("read"), None) => {
+                    json!({"type": "host_uri_result", "id": f["id"], "isError": true, "error": format!("{url} not found")})
+                }
                 _ => {
                     rows.insert(url, f["content"].as_str().unwrap_or("").to_string());
                     json!({"type": "host_uri_result", "id": f["id"]})
@@ -45,7 +58,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("table now: {rows:?}");
     gjc.close_stdin();
-    gjc.wait_exit(Duration::from_secs(5)).ok_or("gjc did not exit")?;
+    gjc.wait_exit(Duration::from_secs(5))
+        .ok_or("gjc did not exit")?;
     let _ = std::fs::remove_file(path);
     Ok(())
 }

@@ -6,7 +6,7 @@
 //! one (or with `--scripted`) it uses the scripted provider, replaying a recorded session with no
 //! network. The tools run for real either way.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/editor_host`
+//! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/editor_host`
 
 use std::time::Duration;
 

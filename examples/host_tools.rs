@@ -2,7 +2,7 @@
 //! `host_tool_call` (with a progress update, then the result), and prints the run.
 //!
 //! Runs on the scripted provider by default, so it needs no key:
-//! `cargo build --release --bins --examples && target/release/examples/host_tools`
+//! `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/host_tools`
 
 use std::time::Duration;
 
@@ -18,7 +18,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ]});
     let path = std::env::temp_dir().join(format!("gjc-host-tools-{}.json", std::process::id()));
     std::fs::write(&path, script.to_string())?;
-    let mut gjc = RpcClient::builder(RpcClient::default_program()).args(["--provider", "scripted", "--script"]).arg(&path).spawn()?;
+    let mut gjc = RpcClient::builder(RpcClient::default_program())
+        .args(["--provider", "scripted", "--script"])
+        .arg(&path)
+        .spawn()?;
     gjc.recv(WAIT)?;
 
     let tools = gjc.request(
@@ -29,7 +32,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         WAIT,
     )?;
     println!("registered: {}", tools["data"]["toolNames"]);
-    gjc.request(json!({"type": "prompt", "message": "What is the state of GJC-42?"}), WAIT)?;
+    gjc.request(
+        json!({"type": "prompt", "message": "What is the state of GJC-42?"}),
+        WAIT,
+    )?;
     loop {
         let f = gjc.recv(WAIT)?.value;
         match f["type"].as_str() {
@@ -37,15 +43,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 println!("host_tool_call {} {}", f["toolName"], f["arguments"]);
                 let id = f["id"].clone();
                 gjc.send(&json!({"type": "host_tool_update", "id": id, "partialResult": {"content": [{"type": "text", "text": "querying the tracker"}]}}))?;
-                let ticket = format!("{} open, assignee Ada", f["arguments"]["id"].as_str().unwrap_or("?"));
+                let ticket = format!(
+                    "{} open, assignee Ada",
+                    f["arguments"]["id"].as_str().unwrap_or("?")
+                );
                 gjc.send(&json!({"type": "host_tool_result", "id": id, "result": {"content": [{"type": "text", "text": ticket}]}}))?;
             }
             Some("event") => {
                 let e = &f["payload"]["event"];
                 match f["payload"]["event_type"].as_str() {
-                    Some("tool_execution_update") => println!("  update: {}", e["partialResult"]["content"][0]["text"]),
-                    Some("tool_execution_end") => println!("  result: {}", e["result"]["content"][0]["text"]),
-                    Some("message_end") if e["message"]["role"] == "assistant" => println!("assistant: {}", e["message"]["content"].as_array().map(|c| c.iter().filter_map(|b| b["text"].as_str()).collect::<String>()).unwrap_or_default()),
+                    Some("tool_execution_update") => {
+                        println!("  update: {}", e["partialResult"]["content"][0]["text"])
+                    }
+                    Some("tool_execution_end") => {
+                        println!("  result: {}", e["result"]["content"][0]["text"])
+                    }
+                    Some("message_end") if e["message"]["role"] == "assistant" => println!(
+                        "assistant: {}",
+                        e["message"]["content"]
+                            .as_array()
+                            .map(|c| c
+                                .iter()
+                                .filter_map(|b| b["text"].as_str())
+                                .collect::<String>())
+                            .unwrap_or_default()
+                    ),
                     Some("agent_end") => break,
                     _ => {}
                 }
@@ -54,7 +76,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     gjc.close_stdin();
-    gjc.wait_exit(Duration::from_secs(5)).ok_or("gjc did not exit")?;
+    gjc.wait_exit(Duration::from_secs(5))
+        .ok_or("gjc did not exit")?;
     let _ = std::fs::remove_file(path);
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! free-text question through `select` and `input` dialogs; this host answers them (as an editor
 //! would after showing the dialogs) and prints the notices it receives.
 //!
-//! `cargo build --release --bins --examples && target/release/examples/ui_host`
+//! `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/ui_host`
 
 use std::time::Duration;
 
@@ -21,9 +21,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ]});
     let path = std::env::temp_dir().join(format!("gjc-ui-host-{}.json", std::process::id()));
     std::fs::write(&path, script.to_string())?;
-    let mut gjc = RpcClient::builder(RpcClient::default_program()).args(["--provider", "scripted", "--tools", "read,bash,ask", "--script"]).arg(&path).spawn()?;
+    let mut gjc = RpcClient::builder(RpcClient::default_program())
+        .args([
+            "--provider",
+            "scripted",
+            "--tools",
+            "read,bash,ask",
+            "--script",
+        ])
+        .arg(&path)
+        .spawn()?;
     gjc.recv(WAIT)?;
-    gjc.request(json!({"type": "prompt", "message": "Set up a new service."}), WAIT)?;
+    gjc.request(
+        json!({"type": "prompt", "message": "Set up a new service."}),
+        WAIT,
+    )?;
     loop {
         let f = gjc.recv(WAIT)?.value;
         if f["type"] == "extension_ui_request" {
@@ -36,7 +48,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     println!("input: {}", f["title"]);
                     json!({"type": "extension_ui_response", "id": f["id"], "value": "ledger"})
                 }
-                Some("confirm") => json!({"type": "extension_ui_response", "id": f["id"], "confirmed": true}),
+                Some("confirm") => {
+                    json!({"type": "extension_ui_response", "id": f["id"], "confirmed": true})
+                }
                 _ => {
                     println!("notice: {f}");
                     continue;
@@ -44,13 +58,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             gjc.send(&reply)?;
         } else if f["payload"]["event_type"] == "tool_execution_end" {
-            println!("ask result:\n{}", f["payload"]["event"]["result"]["content"][0]["text"].as_str().unwrap_or(""));
+            println!(
+                "ask result:\n{}",
+                f["payload"]["event"]["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or("")
+            );
         } else if f["payload"]["event_type"] == "agent_end" {
             break;
         }
     }
     gjc.close_stdin();
-    gjc.wait_exit(Duration::from_secs(5)).ok_or("gjc did not exit")?;
+    gjc.wait_exit(Duration::from_secs(5))
+        .ok_or("gjc did not exit")?;
     let _ = std::fs::remove_file(path);
     Ok(())
 }

@@ -63,6 +63,16 @@ pub fn run(args: Args) -> i32 {
         .unwrap_or_else(crate::ids::uuid_v7);
     let thinking = clamp_thinking(args.thinking.as_deref().unwrap_or("off"), model.as_ref());
     let script = args.script.as_ref().map(|p| Script::load(p).map(Arc::new));
+    let sessions_root = agent_dir.join("sessions");
+    let session_dir = args
+        .session_dir
+        .clone()
+        .unwrap_or_else(|| crate::session::store::cwd_dir(&sessions_root, &cwd));
+    let store = if args.no_session {
+        crate::session::store::Store::in_memory(&session_id, &cwd)
+    } else {
+        crate::session::store::Store::create(&session_dir, &session_id, &cwd, None)
+    };
     let state = Session {
         id: session_id.clone(),
         name: None,
@@ -80,6 +90,9 @@ pub fn run(args: Args) -> i32 {
         script,
         schemes: Arc::default(),
         usage: Default::default(),
+        store,
+        session_dir,
+        sessions_root,
     };
     serve(state, &args, session_id)
 }

@@ -18,6 +18,7 @@ pub mod app;
 pub mod cli;
 pub mod client;
 pub mod exec;
+pub mod export_html;
 pub mod host;
 pub mod ids;
 pub mod prompt;

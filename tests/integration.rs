@@ -14,5 +14,7 @@ mod host;
 mod prompt;
 /// Recorded provider streams and what is sent back.
 mod providers;
+/// Sessions on disk.
+mod sessions;
 /// Commands that need no model.
 mod state;

@@ -180,8 +180,6 @@ fn unavailable_commands_answer_a_typed_error() {
     let mut g = gjc().spawn();
     for cmd in [
         json!({"type": "compact"}),
-        json!({"type": "export_html"}),
-        json!({"type": "switch_session", "sessionPath": "/x"}),
         json!({"type": "workflow_gate_response", "gate_id": "g", "answer": 1}),
         json!({"type": "negotiate_unattended", "declaration": {}}),
     ] {

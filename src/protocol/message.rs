@@ -339,6 +339,18 @@ pub enum AgentMessage {
     Assistant(AssistantMessage),
     ToolResult(ToolResultMessage),
     BashExecution(BashExecutionMessage),
+    /// The summary that replaces compacted history (read from session files).
+    CompactionSummary(CompactionSummaryMessage),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionSummaryMessage {
+    pub summary: String,
+    #[serde(default)]
+    pub tokens_before: u64,
+    #[serde(default)]
+    pub timestamp: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

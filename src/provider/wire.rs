@@ -175,6 +175,10 @@ pub fn user_blocks(message: &AgentMessage) -> Option<Vec<Content>> {
     match message {
         AgentMessage::User(u) => Some(u.content.clone()),
         AgentMessage::BashExecution(b) => Some(vec![Content::text(b.as_prompt_text())]),
+        AgentMessage::CompactionSummary(c) => Some(vec![Content::text(format!(
+            "The conversation history before this point was compacted into the following summary:\n\n<summary>\n{}\n</summary>",
+            c.summary
+        ))]),
         _ => None,
     }
 }

@@ -38,7 +38,7 @@ impl SessionLoop {
                 self.bash.abort(JobOwner::User);
                 Ok(None)
             }
-            Command::NewSession(_) => self.new_session(),
+            Command::NewSession(p) => self.new_session(p.parent_session.as_deref()),
             Command::GetState(p) => Ok(Some(self.state.state(&p.include, self.is_busy()))),
             Command::SetTodos(p) => self.set_todos(&p.phases),
             Command::SetHostTools(p) => self.set_host_tools(&p.tools),
@@ -87,11 +87,21 @@ impl SessionLoop {
                         let frame = crate::host::ui::notice("setTitle", json!({ "title": n }));
                         self.send(crate::protocol::Outbound::Frame(frame));
                     }
+                    let saved = self.state.store.set_title(&n);
                     self.state.name = Some(n);
-                    Ok(None)
+                    saved.map(|_| None).map_err(ErrorValue::from)
                 }
                 None => Err("Session name cannot be empty".into()),
             },
+            Command::SwitchSession(p) => self.switch_session(std::path::Path::new(&p.session_path)),
+            Command::Branch(p) => self.branch(&p.entry_id),
+            Command::GetBranchMessages(_) => self.branch_messages(),
+            Command::ListSessions(p) => {
+                let sessions =
+                    super::store::list(&self.state.sessions_root, &self.state.session_dir, p.all);
+                Ok(Some(json!({ "sessions": sessions })))
+            }
+            Command::ExportHtml(p) => self.export_html(p.output_path.as_deref()),
             Command::GetSessionStats(_) => Ok(Some(self.state.stats())),
             Command::GetMessages(_) => Ok(Some(json!({ "messages": self.state.messages }))),
             Command::GetLastAssistantText(_) => Ok(Some(match self.state.last_assistant_text() {
@@ -140,6 +150,17 @@ impl SessionLoop {
     fn start_prompt(&mut self, id: Option<Value>, command: &str, message: UserMessage) {
         if let Err(e) = self.state.credentials() {
             return self.respond(Response::err(id, command, e));
+        }
+        // A session that cannot be written is refused before the run, not discovered in it.
+        if self.state.store.is_persistent() && !self.state.store.is_on_disk() {
+            if let Err(e) = self.state.store.ensure_on_disk() {
+                return self.respond(Response::err(
+                    id,
+                    command,
+                    format!("Cannot save the session: {e}"),
+                ));
+            }
+            self.write_selection();
         }
         self.respond(Response::ok(id, command, None));
         self.start_run(vec![message]);
@@ -197,15 +218,129 @@ impl SessionLoop {
         });
     }
 
-    fn new_session(&mut self) -> Reply {
+    fn new_session(&mut self, parent: Option<&str>) -> Reply {
         self.abort_run();
-        self.state.messages.clear();
+        self.state.store.sync();
+        let id = crate::ids::uuid_v7();
+        let store = if self.state.store.is_persistent() {
+            let parent = parent
+                .map(str::to_string)
+                .or_else(|| self.state.store.path().map(|p| p.display().to_string()));
+            super::store::Store::create(
+                &self.state.session_dir,
+                &id,
+                &self.state.cwd,
+                parent.as_deref(),
+            )
+        } else {
+            super::store::Store::in_memory(&id, &self.state.cwd)
+        };
+        self.reset(id, store, Vec::new(), None);
+        Ok(Some(json!({ "cancelled": false })))
+    }
+
+    /// Replaces the session: id, file, context and name; queues, todos and usage start over.
+    fn reset(
+        &mut self,
+        id: String,
+        store: super::store::Store,
+        messages: Vec<crate::protocol::message::AgentMessage>,
+        name: Option<String>,
+    ) {
+        self.state.id = id;
+        self.state.store = store;
+        self.state.messages = messages;
+        self.state.name = name;
         self.state.queues.clear();
         self.state.todos.clear();
         self.state.usage = Default::default();
-        self.state.name = None;
-        self.state.id = crate::ids::uuid_v7();
+        for m in &self.state.messages {
+            if let crate::protocol::message::AgentMessage::Assistant(a) = m {
+                self.state.usage.add(&a.usage);
+            }
+        }
+    }
+
+    /// Opens another session file. A missing or corrupt file leaves the current session as it was.
+    fn switch_session(&mut self, path: &std::path::Path) -> Reply {
+        let loaded = super::store::load(path).map_err(ErrorValue::from)?;
+        let store = super::store::Store::open(path, &loaded).map_err(ErrorValue::from)?;
+        self.abort_run();
+        self.state.store.sync();
+        let id = loaded.header["id"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(crate::ids::uuid_v7);
+        let name = loaded.header["title"].as_str().map(str::to_string);
+        if let Some((provider, model)) = loaded.model.as_deref().and_then(|m| m.split_once('/')) {
+            if let Some(found) = self.state.catalog.find(provider, model).cloned() {
+                self.state.model = Some(found);
+            }
+        }
+        if let Some(level) = loaded.thinking.as_deref() {
+            self.state.thinking = catalog::clamp_thinking(level, self.state.model.as_ref());
+        }
+        self.reset(id, store, loaded.messages, name);
         Ok(Some(json!({ "cancelled": false })))
+    }
+
+    fn branch(&mut self, entry_id: &str) -> Reply {
+        let Some(path) = self.state.store.path().map(std::path::Path::to_path_buf) else {
+            return Err("Invalid entry ID for branching".into());
+        };
+        self.state.store.sync();
+        let new_id = crate::ids::uuid_v7();
+        let (new_path, text) = super::store::branch(
+            &path,
+            entry_id,
+            &self.state.session_dir,
+            &new_id,
+            &self.state.cwd,
+        )
+        .map_err(ErrorValue::from)?;
+        self.switch_session(&new_path)?;
+        Ok(Some(json!({ "text": text, "cancelled": false })))
+    }
+
+    fn branch_messages(&mut self) -> Reply {
+        let Some(path) = self
+            .state
+            .store
+            .path()
+            .filter(|_| self.state.store.is_on_disk())
+        else {
+            return Ok(Some(json!({ "messages": [] })));
+        };
+        let messages: Vec<Value> = super::store::user_messages(path)
+            .map_err(ErrorValue::from)?
+            .into_iter()
+            .map(|(entry_id, text)| json!({ "entryId": entry_id, "text": text }))
+            .collect();
+        Ok(Some(json!({ "messages": messages })))
+    }
+
+    /// Writes the HTML page; by default next to the session file.
+    fn export_html(&mut self, output: Option<&str>) -> Reply {
+        let Some(session_path) = self.state.store.path() else {
+            return Err("Cannot export in-memory session to HTML".into());
+        };
+        let target = match output {
+            Some(p) => crate::tools::paths::resolve(&self.state.cwd, p),
+            None => session_path.with_extension("html"),
+        };
+        let title = self
+            .state
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("gjc session {}", self.state.id));
+        let html = crate::export_html::render(&title, &self.state.id, &self.state.messages);
+        if let Some(dir) = target.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| ErrorValue::from(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        std::fs::write(&target, html)
+            .map_err(|e| ErrorValue::from(format!("cannot write {}: {e}", target.display())))?;
+        Ok(Some(json!({ "path": target.display().to_string() })))
     }
 
     fn set_todos(&mut self, phases: &[Value]) -> Reply {
@@ -335,13 +470,6 @@ fn not_supported(command: &Command) -> ErrorValue {
             "workflow gates and unattended mode are not available in this build"
         }
         Command::Compact(_) => "compaction is not available in this build",
-        Command::ExportHtml(_)
-        | Command::SwitchSession(_)
-        | Command::Branch(_)
-        | Command::GetBranchMessages(_)
-        | Command::ListSessions(_) => {
-            "session files are not available in this build (sessions live in memory)"
-        }
         Command::Handoff(_) => "handoff is not available",
         Command::GetLoginProviders(_) | Command::Login(_) => {
             "OAuth login is not available; API keys come from the environment or models.json"

@@ -11,6 +11,7 @@ pub mod queue;
 pub mod retry;
 pub mod run;
 pub mod state;
+pub mod store;
 pub mod todos;
 
 use std::time::Instant;
@@ -162,6 +163,7 @@ impl SessionLoop {
         }
         self.bash.shutdown();
         self.host.shutdown("RPC client disconnected");
+        self.state.store.sync();
     }
 
     pub fn next_generation(&mut self) -> u64 {

@@ -100,16 +100,55 @@ impl SessionLoop {
 
     /// Appends a message to the context and the run, announcing it with message_start/end.
     fn add_message(&mut self, message: AgentMessage) {
+        self.record(message.clone());
         self.emit(AgentEvent::MessageStart {
             message: message.clone(),
         });
-        self.emit(AgentEvent::MessageEnd {
-            message: message.clone(),
-        });
+        self.emit(AgentEvent::MessageEnd { message });
+    }
+
+    /// Writes a message to the session file, then keeps it in the context and the run. A failed
+    /// write is reported once (a `notice` event and `get_state.sessionSaveError`); the run goes on
+    /// in memory and does not claim the message was saved.
+    pub fn record(&mut self, message: AgentMessage) {
+        let first_error = self.state.store.error.is_none();
+        if self.state.store.is_persistent()
+            && !self.state.store.is_on_disk()
+            && self.state.store.ensure_on_disk().is_ok()
+        {
+            self.write_selection();
+        }
+        if let Err(e) = self.state.store.append_message(&message) {
+            log::error!("{e}");
+            if first_error {
+                let message = format!("The session is not being saved: {e}");
+                self.emit(AgentEvent::Notice {
+                    level: "error",
+                    message,
+                    source: Some("session"),
+                });
+            }
+        }
         if let Some(run) = &mut self.run {
             run.produced.push(message.clone());
         }
         self.state.messages.push(message);
+    }
+
+    /// Records the model and thinking level, so a reopened session starts with them.
+    pub fn write_selection(&mut self) {
+        if let Some(m) = &self.state.model {
+            let model = format!("{}/{}", m.provider, m.id);
+            let _ = self
+                .state
+                .store
+                .append("model_change", serde_json::json!({ "model": model }));
+        }
+        let level = self.state.thinking;
+        let _ = self.state.store.append(
+            "thinking_level_change",
+            serde_json::json!({ "thinkingLevel": level }),
+        );
     }
 
     fn request_model(&mut self) {
@@ -326,6 +365,7 @@ impl SessionLoop {
 
     /// The assistant message is final: announce it, keep it, then run its tools or end the turn.
     fn finish_assistant(&mut self, message: AssistantMessage, started: bool) {
+        self.record(AgentMessage::Assistant(message.clone()));
         if !started {
             self.emit(AgentEvent::MessageStart {
                 message: AgentMessage::Assistant(message.clone()),
@@ -347,12 +387,6 @@ impl SessionLoop {
             }
         }
         self.state.usage.add(&message.usage);
-        if let Some(run) = &mut self.run {
-            run.produced.push(AgentMessage::Assistant(message.clone()));
-        }
-        self.state
-            .messages
-            .push(AgentMessage::Assistant(message.clone()));
         let calls: VecDeque<ToolCall> = message.tool_calls().cloned().collect();
         if !ok {
             let text = match message.stop_reason {
@@ -550,21 +584,26 @@ impl SessionLoop {
     /// `tool_execution_end` and the toolResult message.
     fn tool_result(&mut self, call: &ToolCall, output: ToolOutput) -> ToolResultMessage {
         let is_error = output.is_error;
-        self.emit(AgentEvent::ToolExecutionEnd {
-            tool_call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            result: output.clone(),
-            is_error,
-        });
         let message = ToolResultMessage {
             tool_call_id: call.id.clone(),
             tool_name: call.name.clone(),
-            content: output.content,
-            details: output.details,
+            content: output.content.clone(),
+            details: output.details.clone(),
             is_error,
             timestamp: crate::ids::now_ms(),
         };
-        self.add_message(AgentMessage::ToolResult(message.clone()));
+        let announced = AgentMessage::ToolResult(message.clone());
+        self.record(announced.clone());
+        self.emit(AgentEvent::ToolExecutionEnd {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            result: output,
+            is_error,
+        });
+        self.emit(AgentEvent::MessageStart {
+            message: announced.clone(),
+        });
+        self.emit(AgentEvent::MessageEnd { message: announced });
         message
     }
 
@@ -603,7 +642,7 @@ impl SessionLoop {
             stop_reason: Some(stop_reason),
         });
         for b in run.deferred_bash {
-            self.state.messages.push(AgentMessage::BashExecution(b));
+            self.record(AgentMessage::BashExecution(b));
         }
     }
 
@@ -662,6 +701,7 @@ impl SessionLoop {
     }
 
     fn finish_aborted(&mut self, message: AssistantMessage, started: bool) {
+        self.record(AgentMessage::Assistant(message.clone()));
         if !started {
             self.emit(AgentEvent::MessageStart {
                 message: AgentMessage::Assistant(message.clone()),
@@ -670,12 +710,6 @@ impl SessionLoop {
         self.emit(AgentEvent::MessageEnd {
             message: AgentMessage::Assistant(message.clone()),
         });
-        if let Some(run) = &mut self.run {
-            run.produced.push(AgentMessage::Assistant(message.clone()));
-        }
-        self.state
-            .messages
-            .push(AgentMessage::Assistant(message.clone()));
         let calls: VecDeque<ToolCall> = message.tool_calls().cloned().collect();
         let results = self.fail_calls(calls, ABORTED);
         self.emit(AgentEvent::TurnEnd {
@@ -751,10 +785,7 @@ impl SessionLoop {
         };
         match &mut self.run {
             Some(run) => run.deferred_bash.push(record),
-            None => self
-                .state
-                .messages
-                .push(AgentMessage::BashExecution(record)),
+            None => self.record(AgentMessage::BashExecution(record)),
         }
     }
 }

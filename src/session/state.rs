@@ -32,6 +32,11 @@ pub struct Session {
     pub schemes: Arc<Vec<crate::host::uri::UriScheme>>,
     /// Usage summed over every assistant message of this session.
     pub usage: Usage,
+    /// The session file (or its in-memory stand-in with `--no-session`).
+    pub store: super::store::Store,
+    /// Where sessions of this cwd live, and the root of all session folders.
+    pub session_dir: PathBuf,
+    pub sessions_root: PathBuf,
 }
 
 impl Session {
@@ -71,6 +76,12 @@ impl Session {
             json!(self.queues.interrupt_mode.as_str()),
         );
         s.insert("sessionId".into(), json!(self.id));
+        if let Some(p) = self.store.path() {
+            s.insert("sessionFile".into(), json!(p.display().to_string()));
+        }
+        if let Some(e) = &self.store.error {
+            s.insert("sessionSaveError".into(), json!(e));
+        }
         if let Some(n) = &self.name {
             s.insert("sessionName".into(), json!(n));
         }
@@ -132,6 +143,7 @@ impl Session {
             }
         }
         json!({
+            "sessionFile": self.store.path().map(|p| p.display().to_string()),
             "sessionId": self.id,
             "userMessages": count(|m| matches!(m, AgentMessage::User(_))),
             "assistantMessages": count(|m| matches!(m, AgentMessage::Assistant(_))),
@@ -163,6 +175,7 @@ fn estimate_tokens(m: &AgentMessage) -> u64 {
         AgentMessage::Assistant(a) => blocks_len(&a.content),
         AgentMessage::ToolResult(r) => blocks_len(&r.content),
         AgentMessage::BashExecution(b) => b.command.len() + b.output.len(),
+        AgentMessage::CompactionSummary(c) => c.summary.len(),
     };
     (chars / 4) as u64
 }
