@@ -401,3 +401,113 @@ fn user_bash_is_recorded_for_the_next_prompt() {
         "{user}"
     );
 }
+
+#[test]
+fn a_second_user_bash_is_refused_while_one_runs() {
+    let mut g = gjc().spawn();
+    let first = g.client.next_id();
+    g.client
+        .send(&json!({"id": first, "type": "bash", "command": "sleep 5"}))
+        .unwrap();
+    let r = g.request(json!({"type": "bash", "command": "echo second"}));
+    assert_eq!(r["success"], false);
+    assert_eq!(r["error"]["code"], "busy");
+    g.ok(json!({"type": "abort_bash"}));
+    let done = g.client.wait_for(|f| f["id"] == first, TIMEOUT).unwrap();
+    assert_eq!(done["data"]["cancelled"], true);
+    assert_eq!(
+        g.ok(json!({"type": "bash", "command": "echo again"}))["output"],
+        "again\n"
+    );
+}
+
+#[test]
+fn tool_calls_cut_off_by_the_token_limit_are_not_run() {
+    let mut g = gjc()
+        .script(json!({"turns": [
+            {"content": [{"type": "toolCall", "name": "bash", "arguments": {"command": "touch should-not-exist"}}], "stopReason": "length"},
+            {"content": [{"type": "text", "text": "ok"}]}
+        ]}))
+        .spawn();
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    let events = g.run_events();
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .unwrap();
+    assert!(end["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("cut off by the output token limit"));
+    assert!(!g.project.join("should-not-exist").exists());
+}
+
+#[test]
+fn full_loop_reads_edits_and_runs_a_test_through_the_fake_provider() {
+    let fake = FakeProvider::start();
+    fake.push(Reply::sse(openai_tool_call(
+        "c1",
+        "read",
+        &json!({"path": "math.sh"}),
+    )));
+    fake.push(Reply::sse(openai_tool_call(
+        "c2",
+        "bash",
+        &json!({"command": "sh test.sh"}),
+    )));
+    fake.push(Reply::sse(openai_tool_call(
+        "c3",
+        "edit",
+        &json!({"path": "math.sh", "edits": [{"oldText": "$1 - $2", "newText": "$1 + $2"}]}),
+    )));
+    fake.push(Reply::sse(openai_tool_call(
+        "c4",
+        "bash",
+        &json!({"command": "sh test.sh"}),
+    )));
+    fake.push(Reply::sse(openai_text(&["Fixed."])));
+    let mut g = gjc()
+        .provider(&fake.base_url)
+        .args(&["--provider", "fake-openai", "--model", "m"])
+        .spawn();
+    std::fs::write(
+        g.project.join("math.sh"),
+        "add() { echo $(( $1 - $2 )); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        g.project.join("test.sh"),
+        ". ./math.sh\n[ \"$(add 2 3)\" = 5 ] && echo PASS || { echo FAIL; exit 1; }\n",
+    )
+    .unwrap();
+    g.ok(json!({"type": "prompt", "message": "fix the test"}));
+    let events = g.run_events();
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect();
+    assert_eq!(ends.len(), 4);
+    assert!(ends[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("$1 - $2"));
+    assert_eq!(ends[1]["isError"], true, "the test fails first");
+    assert_eq!(ends[2]["isError"], false);
+    assert_eq!(ends[3]["result"]["content"][0]["text"], "PASS");
+    assert_eq!(
+        std::fs::read_to_string(g.project.join("math.sh")).unwrap(),
+        "add() { echo $(( $1 + $2 )); }\n"
+    );
+    for _ in 0..4 {
+        fake.request(TIMEOUT);
+    }
+    let last = fake.request(TIMEOUT);
+    let tool_msgs: Vec<&Value> = last.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(tool_msgs.len(), 4);
+    assert_eq!(tool_msgs[3]["content"], "PASS");
+}

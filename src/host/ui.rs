@@ -126,7 +126,8 @@ impl Tool for Ask {
                             "options": {"type": "array", "items": {"type": "object", "properties": {"label": {"type": "string"}, "description": {"type": "string"}}, "required": ["label"]}},
                             "multi": {"type": "boolean", "description": "Allow several options"},
                             "allowOther": {"type": "boolean", "description": "Allow a free-text answer besides the options"},
-                            "recommended": {"type": "integer", "minimum": 0, "description": "Index of the recommended option"}
+                            "recommended": {"type": "integer", "minimum": 0, "description": "Index of the recommended option"},
+                            "timeoutSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "Give up waiting after this long; the recommended option (if any) is then the answer"}
                         },
                         "required": ["question"]
                     }
@@ -173,7 +174,18 @@ impl Tool for Ask {
                 );
                 "select"
             };
-            let answer = dialog(host, method, fields, None, &|| ctx.is_cancelled());
+            let timeout = q["timeoutSeconds"]
+                .as_f64()
+                .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
+            let mut answer = dialog(host, method, fields, timeout, &|| ctx.is_cancelled());
+            // A question that times out takes its recommended option, when it has one.
+            if let (Answer::Cancelled { timed_out: true }, Some(i)) =
+                (&answer, q["recommended"].as_u64())
+            {
+                if let Some(label) = labels.get(i as usize) {
+                    answer = Answer::Value(label.clone());
+                }
+            }
             if ctx.is_cancelled() {
                 return ToolOutput::error("The question was cancelled");
             }
