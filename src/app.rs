@@ -84,6 +84,7 @@ pub fn run(args: Args) -> i32 {
         retry: RetryPolicy::default(),
         auto_compaction: true,
         messages: Vec::new(),
+        entry_ids: Vec::new(),
         todos: Vec::new(),
         system_prompt,
         tools,

@@ -2,6 +2,8 @@
 
 mod support;
 
+/// Compaction, manual and automatic.
+mod compaction;
 /// Documentation stays in step with the code.
 mod docs;
 /// Aborts, retries and provider faults.

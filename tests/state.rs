@@ -179,7 +179,8 @@ fn setters_and_session_name() {
 fn unavailable_commands_answer_a_typed_error() {
     let mut g = gjc().spawn();
     for cmd in [
-        json!({"type": "compact"}),
+        json!({"type": "handoff"}),
+        json!({"type": "login", "providerId": "x"}),
         json!({"type": "workflow_gate_response", "gate_id": "g", "answer": 1}),
         json!({"type": "negotiate_unattended", "declaration": {}}),
     ] {

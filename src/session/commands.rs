@@ -39,7 +39,12 @@ impl SessionLoop {
                 Ok(None)
             }
             Command::NewSession(p) => self.new_session(p.parent_session.as_deref()),
-            Command::GetState(p) => Ok(Some(self.state.state(&p.include, self.is_busy()))),
+            Command::GetState(p) => Ok(Some(self.state.state(
+                &p.include,
+                self.is_busy(),
+                self.is_compacting(),
+            ))),
+            Command::Compact(p) => return self.compact(id, p.custom_instructions.as_deref()),
             Command::SetTodos(p) => self.set_todos(&p.phases),
             Command::SetHostTools(p) => self.set_host_tools(&p.tools),
             Command::SetHostUriSchemes(p) => self.set_host_uri_schemes(&p.schemes),
@@ -197,6 +202,17 @@ impl SessionLoop {
         self.pending_continuation = Some(first);
     }
 
+    /// `compact`: aborts a run, then summarises; the response comes when the summary is written.
+    fn compact(&mut self, id: Option<Value>, custom: Option<&str>) {
+        if self.is_busy() {
+            self.abort_run();
+        }
+        if let Err(e) = self.start_compaction(super::compaction::Origin::Manual(id.clone()), custom)
+        {
+            self.respond(Response::err(id, "compact", e));
+        }
+    }
+
     fn user_bash(&mut self, id: Option<Value>, b: BashParams) {
         if self.user_bash.is_some() {
             let e = TypedError {
@@ -235,7 +251,7 @@ impl SessionLoop {
         } else {
             super::store::Store::in_memory(&id, &self.state.cwd)
         };
-        self.reset(id, store, Vec::new(), None);
+        self.reset(id, store, Vec::new(), Vec::new(), None);
         Ok(Some(json!({ "cancelled": false })))
     }
 
@@ -245,11 +261,13 @@ impl SessionLoop {
         id: String,
         store: super::store::Store,
         messages: Vec<crate::protocol::message::AgentMessage>,
+        entry_ids: Vec<Option<String>>,
         name: Option<String>,
     ) {
         self.state.id = id;
         self.state.store = store;
         self.state.messages = messages;
+        self.state.entry_ids = entry_ids;
         self.state.name = name;
         self.state.queues.clear();
         self.state.todos.clear();
@@ -280,7 +298,7 @@ impl SessionLoop {
         if let Some(level) = loaded.thinking.as_deref() {
             self.state.thinking = catalog::clamp_thinking(level, self.state.model.as_ref());
         }
-        self.reset(id, store, loaded.messages, name);
+        self.reset(id, store, loaded.messages, loaded.message_ids, name);
         Ok(Some(json!({ "cancelled": false })))
     }
 
@@ -469,7 +487,6 @@ fn not_supported(command: &Command) -> ErrorValue {
         | Command::NegotiateUnattended(_) => {
             "workflow gates and unattended mode are not available in this build"
         }
-        Command::Compact(_) => "compaction is not available in this build",
         Command::Handoff(_) => "handoff is not available",
         Command::GetLoginProviders(_) | Command::Login(_) => {
             "OAuth login is not available; API keys come from the environment or models.json"

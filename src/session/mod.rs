@@ -7,6 +7,7 @@
 //! (in the order they were read), then work events (provider, tools, user bash, timers).
 
 pub mod commands;
+pub mod compaction;
 pub mod queue;
 pub mod retry;
 pub mod run;
@@ -78,6 +79,8 @@ pub struct SessionLoop {
     /// A run to start right after the current command's response (a queued message continuing
     /// an idle session).
     pub pending_continuation: Option<Vec<crate::protocol::message::UserMessage>>,
+    /// A summary being written (manual or automatic compaction).
+    pub compaction: Option<compaction::Compaction>,
     closing: bool,
 }
 
@@ -110,6 +113,7 @@ impl SessionLoop {
             compact_updates,
             compact_count: 0,
             pending_continuation: None,
+            compaction: None,
             closing: false,
         }
     }

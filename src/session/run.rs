@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::compaction::Origin;
 use super::queue::InterruptMode;
 use super::SessionLoop;
 use crate::exec::{BashEvent, JobOwner};
@@ -38,6 +39,8 @@ pub struct Run {
     /// User `bash` executions that finished during the run; appended when it ends so they never
     /// split a tool call from its result.
     pub deferred_bash: Vec<BashExecutionMessage>,
+    /// A context overflow was already compacted once in this run; a second one is an error.
+    pub overflow_compacted: bool,
 }
 
 pub enum Phase {
@@ -58,6 +61,8 @@ pub enum Phase {
         until: Instant,
         failed: AssistantMessage,
     },
+    /// Waiting for an automatic compaction (`SessionLoop::compaction`).
+    Compacting,
     /// Between phases (never observed outside a method).
     Idle,
 }
@@ -88,6 +93,7 @@ impl SessionLoop {
             phase: Phase::Idle,
             retry_attempt: 0,
             deferred_bash: Vec::new(),
+            overflow_compacted: false,
         });
         self.emit(AgentEvent::AgentStart {});
         self.emit(AgentEvent::TurnStart {});
@@ -118,7 +124,9 @@ impl SessionLoop {
         {
             self.write_selection();
         }
-        if let Err(e) = self.state.store.append_message(&message) {
+        let entry_id = self.state.store.append_message(&message);
+        self.state.entry_ids.push(entry_id.as_ref().ok().cloned());
+        if let Err(e) = entry_id {
             log::error!("{e}");
             if first_error {
                 let message = format!("The session is not being saved: {e}");
@@ -197,6 +205,13 @@ impl SessionLoop {
     }
 
     pub fn on_provider(&mut self, msg: ProviderMsg) {
+        if self
+            .compaction
+            .as_ref()
+            .is_some_and(|c| c.stream == msg.generation)
+        {
+            return self.on_compaction(msg);
+        }
         let Some(run) = &mut self.run else { return };
         let Phase::Streaming {
             stream,
@@ -284,6 +299,29 @@ impl SessionLoop {
 
     fn on_failure(&mut self, failure: ProviderFailure) {
         let started = self.stream_started();
+        let can_compact =
+            self.run.as_ref().is_some_and(|r| !r.overflow_compacted) && self.state.auto_compaction;
+        if failure.overflow && can_compact {
+            if let Some(run) = &mut self.run {
+                run.overflow_compacted = true;
+            }
+            match self.start_compaction(
+                Origin::Overflow(Box::new(failure.message.clone()), started),
+                None,
+            ) {
+                Ok(()) => return,
+                Err(e) => {
+                    let result: Result<serde_json::Value, String> = Err(e);
+                    self.emit(AgentEvent::AutoCompactionEnd {
+                        action: "context-full",
+                        result: None,
+                        aborted: false,
+                        will_retry: false,
+                        error_message: result.err(),
+                    });
+                }
+            }
+        }
         let policy = self.state.retry.clone();
         let attempt = self.run.as_ref().map(|r| r.retry_attempt).unwrap_or(0);
         if failure.transient && policy.enabled && attempt < policy.max_attempts {
@@ -626,6 +664,9 @@ impl SessionLoop {
             next = self.state.queues.poll_follow_up();
         }
         if next.is_empty() && !ran_tools {
+            if self.over_threshold() && self.start_compaction(Origin::Threshold, None).is_ok() {
+                return;
+            }
             return self.end_run("completed");
         }
         self.emit(AgentEvent::TurnStart {});
@@ -649,6 +690,7 @@ impl SessionLoop {
     /// Stops the run now: the stream is shut down, running tools are cancelled, the partial
     /// assistant message is kept with stop reason `aborted`, and exactly one `agent_end` follows.
     pub fn abort_run(&mut self) {
+        self.abort_compaction();
         let Some(run) = &mut self.run else { return };
         let phase = std::mem::replace(&mut run.phase, Phase::Idle);
         let attempt = run.retry_attempt;
@@ -696,7 +738,7 @@ impl SessionLoop {
                 }
                 self.finish_aborted(failed, true);
             }
-            Phase::Idle => self.end_run("cancelled"),
+            Phase::Compacting | Phase::Idle => self.end_run("cancelled"),
         }
     }
 
@@ -736,6 +778,27 @@ impl SessionLoop {
             final_error: Some("Retry cancelled".into()),
         });
         self.finish_assistant(failed, true);
+    }
+
+    /// After a threshold compaction the run ends as it would have.
+    pub fn end_run_completed(&mut self) {
+        self.end_run("completed");
+    }
+
+    /// After an overflow compaction the same request is made again, once. The rejected attempt's
+    /// message, if the host saw it start, is closed but not kept.
+    pub fn retry_after_compaction(&mut self, failed: AssistantMessage, started: bool) {
+        if started {
+            self.emit(AgentEvent::MessageEnd {
+                message: AgentMessage::Assistant(failed),
+            });
+        }
+        self.request_model();
+    }
+
+    /// The overflow could not be compacted: the failed message ends the run.
+    pub fn fail_after_compaction(&mut self, failed: AssistantMessage, started: bool) {
+        self.finish_assistant(failed, started);
     }
 
     /// A user `bash` command finished: answer it and record it for the model.

@@ -24,6 +24,8 @@ pub struct Session {
     pub retry: RetryPolicy,
     pub auto_compaction: bool,
     pub messages: Vec<AgentMessage>,
+    /// The session-file entry id of each message in `messages` (compaction cuts at one).
+    pub entry_ids: Vec<Option<String>>,
     pub todos: Vec<TodoPhase>,
     pub system_prompt: String,
     pub tools: ToolRegistry,
@@ -55,14 +57,14 @@ impl Session {
         Ok((model, key))
     }
 
-    pub fn state(&self, include: &[String], is_streaming: bool) -> Value {
+    pub fn state(&self, include: &[String], is_streaming: bool, is_compacting: bool) -> Value {
         let mut s = Map::new();
         if let Some(m) = &self.model {
             s.insert("model".into(), json!(m));
         }
         s.insert("thinkingLevel".into(), json!(self.thinking));
         s.insert("isStreaming".into(), json!(is_streaming));
-        s.insert("isCompacting".into(), json!(false));
+        s.insert("isCompacting".into(), json!(is_compacting));
         s.insert(
             "steeringMode".into(),
             json!(self.queues.steering_mode.as_str()),
@@ -169,7 +171,7 @@ impl Session {
     }
 }
 
-fn estimate_tokens(m: &AgentMessage) -> u64 {
+pub fn estimate_tokens(m: &AgentMessage) -> u64 {
     let chars: usize = match m {
         AgentMessage::User(u) => blocks_len(&u.content),
         AgentMessage::Assistant(a) => blocks_len(&a.content),
@@ -177,7 +179,8 @@ fn estimate_tokens(m: &AgentMessage) -> u64 {
         AgentMessage::BashExecution(b) => b.command.len() + b.output.len(),
         AgentMessage::CompactionSummary(c) => c.summary.len(),
     };
-    (chars / 4) as u64
+    // Four characters a token, plus a few tokens of per-message framing.
+    chars.div_ceil(4) as u64 + 4
 }
 
 fn blocks_len(blocks: &[Content]) -> usize {

@@ -21,6 +21,8 @@ pub struct Store {
     ids: std::collections::HashSet<String>,
     /// The first failure to write, reported once and kept for `get_state`.
     pub error: Option<String>,
+    /// The type of the last entry appended (a second `compact` in a row is refused).
+    pub last_kind: Option<String>,
 }
 
 /// A loaded session: its header, the context along the current path, the model and thinking
@@ -29,6 +31,7 @@ pub struct Store {
 pub struct Loaded {
     pub header: Value,
     pub messages: Vec<AgentMessage>,
+    pub message_ids: Vec<Option<String>>,
     pub model: Option<String>,
     pub thinking: Option<String>,
     pub leaf: Option<String>,
@@ -45,6 +48,7 @@ impl Store {
             leaf: None,
             ids: Default::default(),
             error: None,
+            last_kind: None,
         }
     }
 
@@ -63,6 +67,7 @@ impl Store {
             leaf: None,
             ids: Default::default(),
             error: None,
+            last_kind: None,
         }
     }
 
@@ -78,6 +83,7 @@ impl Store {
             leaf: loaded.leaf.clone(),
             ids: loaded.ids.clone(),
             error: None,
+            last_kind: None,
         })
     }
 
@@ -121,6 +127,7 @@ impl Store {
     /// Appends an entry of `kind` with `fields`; returns its id.
     pub fn append(&mut self, kind: &str, fields: Value) -> Result<String, String> {
         let id = self.new_id();
+        self.last_kind = Some(kind.to_string());
         if self.path.is_none() {
             self.leaf = Some(id.clone());
             return Ok(id);
@@ -289,6 +296,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     let path_entries = path_to(&entries, leaf.as_deref());
     let (mut model, mut thinking) = (None, None);
     let mut messages = Vec::new();
+    let mut message_ids: Vec<Option<String>> = Vec::new();
     // Entry id → index in `messages`, to find where a compaction's kept region starts.
     let mut kept_index: HashMap<String, usize> = HashMap::new();
     for e in path_entries {
@@ -296,7 +304,10 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
         match e.value["type"].as_str() {
             Some("message") => {
                 match serde_json::from_value::<AgentMessage>(e.value["message"].clone()) {
-                    Ok(m) => messages.push(m),
+                    Ok(m) => {
+                        messages.push(m);
+                        message_ids.push(Some(e.id.clone()));
+                    }
                     Err(err) => {
                         log::warn!("skipping entry {} of an unknown message shape: {err}", e.id)
                     }
@@ -314,7 +325,13 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
                     .copied()
                     .unwrap_or(messages.len());
                 let kept: Vec<AgentMessage> = messages.drain(kept_from..).collect();
+                let kept_ids: Vec<Option<String>> = message_ids
+                    .drain(kept_from.min(message_ids.len())..)
+                    .collect();
                 messages.clear();
+                message_ids.clear();
+                message_ids.push(Some(e.id.clone()));
+                message_ids.extend(kept_ids);
                 messages.push(AgentMessage::CompactionSummary(
                     crate::protocol::message::CompactionSummaryMessage {
                         summary: e.value["summary"].as_str().unwrap_or("").to_string(),
@@ -330,6 +347,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     Ok(Loaded {
         header,
         messages,
+        message_ids,
         model,
         thinking,
         leaf,
