@@ -123,7 +123,7 @@ fn default_mode_bytes(n: usize) {
     let mut bytes = 0usize;
     loop {
         let f = c.recv(WAIT).unwrap();
-        if f.value["payload"]["assistantMessageEvent"]["type"] == "text_delta" {
+        if f.value["payload"]["event"]["assistantMessageEvent"]["type"] == "text_delta" {
             bytes += f.line.len() + 1;
         }
         if f.value["payload"]["event_type"] == "agent_end" {

@@ -28,8 +28,7 @@ pub enum AgentEvent {
         message: AgentMessage,
     },
     /// `message` is the snapshot of the partial assistant message. With `compact` the writer
-    /// frames the delta alone, and a `message` present there is a periodic checkpoint
-    /// (docs/protocol.md, "Compact message updates").
+    /// frames the delta alone (docs/protocol.md, "Compact message updates").
     MessageUpdate {
         #[serde(skip_serializing_if = "Option::is_none")]
         message: Option<AgentMessage>,

@@ -24,14 +24,26 @@ pub struct Response {
     pub kind: &'static str,
     pub command: String,
     pub success: bool,
+    /// Serialized once, by the thread that built it (large payloads such as `get_messages` never
+    /// exist as a JSON tree).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
+    pub data: Option<Box<serde_json::value::RawValue>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
 }
 
 impl Response {
     pub fn ok(id: Option<Value>, command: &str, data: Option<Value>) -> Response {
+        let data = data.and_then(|d| serde_json::value::to_raw_value(&d).ok());
+        Response::ok_raw(id, command, data)
+    }
+
+    /// A success whose payload is already serialized.
+    pub fn ok_raw(
+        id: Option<Value>,
+        command: &str,
+        data: Option<Box<serde_json::value::RawValue>>,
+    ) -> Response {
         Response {
             id,
             kind: "response",

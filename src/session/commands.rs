@@ -108,7 +108,7 @@ impl SessionLoop {
             }
             Command::ExportHtml(p) => self.export_html(p.output_path.as_deref()),
             Command::GetSessionStats(_) => Ok(Some(self.state.stats())),
-            Command::GetMessages(_) => Ok(Some(json!({ "messages": self.state.messages }))),
+            Command::GetMessages(_) => return self.get_messages(id),
             Command::GetLastAssistantText(_) => Ok(Some(match self.state.last_assistant_text() {
                 Some(t) => json!({ "text": t }),
                 None => json!({}),
@@ -200,6 +200,25 @@ impl SessionLoop {
     /// responds after this returns, so the run starts on a zero-delay self-message instead.
     fn respond_later_then_run(&mut self, first: Vec<UserMessage>) {
         self.pending_continuation = Some(first);
+    }
+
+    /// Serializes the context straight into the response, without an intermediate JSON tree.
+    fn get_messages(&mut self, id: Option<Value>) {
+        #[derive(serde::Serialize)]
+        struct Messages<'a> {
+            messages: &'a [crate::protocol::message::AgentMessage],
+        }
+        let data = serde_json::value::to_raw_value(&Messages {
+            messages: &self.state.messages,
+        });
+        self.respond(match data {
+            Ok(raw) => Response::ok_raw(id, "get_messages", Some(raw)),
+            Err(e) => Response::err(
+                id,
+                "get_messages",
+                format!("cannot encode the messages: {e}"),
+            ),
+        });
     }
 
     /// `compact`: aborts a run, then summarises; the response comes when the summary is written.

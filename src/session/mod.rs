@@ -75,7 +75,6 @@ pub struct SessionLoop {
     pub user_bash: Option<(Option<Value>, String)>,
     /// Compact `message_update` frames (`set_capabilities` / `--compact-updates`).
     pub compact_updates: bool,
-    compact_count: u64,
     /// A run to start right after the current command's response (a queued message continuing
     /// an idle session).
     pub pending_continuation: Option<Vec<crate::protocol::message::UserMessage>>,
@@ -111,7 +110,6 @@ impl SessionLoop {
             next_generation: 0,
             user_bash: None,
             compact_updates,
-            compact_count: 0,
             pending_continuation: None,
             compaction: None,
             closing: false,
@@ -200,11 +198,5 @@ impl SessionLoop {
 
     pub fn respond(&mut self, response: Response) {
         self.send(Outbound::Response(response));
-    }
-
-    /// Whether the next compact `message_update` carries a checkpoint snapshot (every 32nd).
-    pub fn next_compact_is_checkpoint(&mut self) -> bool {
-        self.compact_count += 1;
-        self.compact_count.is_multiple_of(32)
     }
 }

@@ -259,24 +259,11 @@ impl SessionLoop {
         if matches!(ev, crate::protocol::message::StreamEvent::Block { .. }) {
             return;
         }
-        let message = if self.compact_updates {
-            let checkpoint = self.next_compact_is_checkpoint();
-            match (&self.run, checkpoint) {
-                (
-                    Some(Run {
-                        phase: Phase::Streaming { partial, .. },
-                        ..
-                    }),
-                    true,
-                ) => Some(AgentMessage::Assistant(partial.clone())),
-                _ => None,
-            }
-        } else {
-            snapshot
-        };
+        // Compact frames carry no snapshot at all: periodic checkpoints (as the reference sends)
+        // would make the stream grow with the message again; `message_end` is authoritative.
         let compact = self.compact_updates;
         self.emit(AgentEvent::MessageUpdate {
-            message,
+            message: snapshot,
             assistant_message_event: ev,
             compact,
         });

@@ -234,10 +234,42 @@ fn rewrite_header(path: &Path, header: &Value) -> Result<(), String> {
 }
 
 /// One parsed entry line.
+/// The raw line is kept and parsed again only for the entries that are needed (the current
+/// path): holding every entry as a JSON tree costs about ten times the file size.
 struct Entry {
     id: String,
     parent: Option<String>,
-    value: Value,
+    kind: String,
+    line: Vec<u8>,
+}
+
+impl Entry {
+    fn value(&self) -> Value {
+        serde_json::from_slice(&self.line).unwrap_or(Value::Null)
+    }
+
+    fn message(&self) -> Result<AgentMessage, serde_json::Error> {
+        #[derive(serde::Deserialize)]
+        struct MessageLine {
+            message: AgentMessage,
+        }
+        serde_json::from_slice::<MessageLine>(&self.line).map(|m| m.message)
+    }
+
+    fn is_user_message(&self) -> bool {
+        self.kind == "message" && self.value()["message"]["role"] == "user"
+    }
+}
+
+/// The fields every entry line has.
+#[derive(serde::Deserialize)]
+struct Head {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(rename = "parentId", default)]
+    parent: Option<String>,
 }
 
 /// Reads every entry of a session file, streaming; a torn last line is skipped.
@@ -268,11 +300,15 @@ fn read_entries(path: &Path) -> Result<(Value, Vec<Entry>, bool), String> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<Value>(&line) {
-            Ok(value) => {
-                let id = value["id"].as_str().unwrap_or("").to_string();
-                let parent = value["parentId"].as_str().map(str::to_string);
-                entries.push(Entry { id, parent, value });
+        match serde_json::from_slice::<Head>(&line) {
+            Ok(head) => {
+                let id = head.id.unwrap_or_default();
+                entries.push(Entry {
+                    id,
+                    parent: head.parent,
+                    kind: head.kind,
+                    line,
+                });
             }
             Err(_) if lines.peek().is_none() => {
                 log::warn!(
@@ -301,25 +337,28 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     let mut kept_index: HashMap<String, usize> = HashMap::new();
     for e in path_entries {
         kept_index.insert(e.id.clone(), messages.len());
-        match e.value["type"].as_str() {
-            Some("message") => {
-                match serde_json::from_value::<AgentMessage>(e.value["message"].clone()) {
-                    Ok(m) => {
-                        messages.push(m);
-                        message_ids.push(Some(e.id.clone()));
-                    }
-                    Err(err) => {
-                        log::warn!("skipping entry {} of an unknown message shape: {err}", e.id)
-                    }
+        let value = if e.kind == "message" {
+            Value::Null
+        } else {
+            e.value()
+        };
+        match Some(e.kind.as_str()) {
+            Some("message") => match e.message() {
+                Ok(m) => {
+                    messages.push(m);
+                    message_ids.push(Some(e.id.clone()));
                 }
-            }
-            Some("model_change") => model = e.value["model"].as_str().map(str::to_string),
+                Err(err) => {
+                    log::warn!("skipping entry {} of an unknown message shape: {err}", e.id)
+                }
+            },
+            Some("model_change") => model = value["model"].as_str().map(str::to_string),
             Some("thinking_level_change") => {
-                thinking = e.value["thinkingLevel"].as_str().map(str::to_string)
+                thinking = value["thinkingLevel"].as_str().map(str::to_string)
             }
             Some("compaction") => {
                 // Only the messages from firstKeptEntryId on survive a compaction.
-                let first_kept = e.value["firstKeptEntryId"].as_str().unwrap_or("");
+                let first_kept = value["firstKeptEntryId"].as_str().unwrap_or("");
                 let kept_from = kept_index
                     .get(first_kept)
                     .copied()
@@ -334,8 +373,8 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
                 message_ids.extend(kept_ids);
                 messages.push(AgentMessage::CompactionSummary(
                     crate::protocol::message::CompactionSummaryMessage {
-                        summary: e.value["summary"].as_str().unwrap_or("").to_string(),
-                        tokens_before: e.value["tokensBefore"].as_u64().unwrap_or(0),
+                        summary: value["summary"].as_str().unwrap_or("").to_string(),
+                        tokens_before: value["tokensBefore"].as_u64().unwrap_or(0),
                         timestamp: 0,
                     },
                 ));
@@ -377,9 +416,11 @@ pub fn user_messages(path: &Path) -> Result<Vec<(String, String)>, String> {
     let (_, entries, _) = read_entries(path)?;
     Ok(entries
         .iter()
-        .filter(|e| e.value["type"] == "message" && e.value["message"]["role"] == "user")
-        .filter_map(|e| {
-            let text = message_text(&e.value["message"]);
+        .filter(|e| e.kind == "message")
+        .map(|e| (e, e.value()))
+        .filter(|(_, v)| v["message"]["role"] == "user")
+        .filter_map(|(e, v)| {
+            let text = message_text(&v["message"]);
             (!text.is_empty()).then(|| (e.id.clone(), text))
         })
         .collect())
@@ -407,13 +448,13 @@ pub fn branch(
     cwd: &Path,
 ) -> Result<(PathBuf, String), String> {
     let (_, entries, _) = read_entries(path)?;
-    let target = entries.iter().find(|e| {
-        e.id == entry_id && e.value["type"] == "message" && e.value["message"]["role"] == "user"
-    });
+    let target = entries
+        .iter()
+        .find(|e| e.id == entry_id && e.is_user_message());
     let Some(target) = target else {
         return Err("Invalid entry ID for branching".into());
     };
-    let text = message_text(&target.value["message"]);
+    let text = message_text(&target.value()["message"]);
     let kept = path_to(&entries, target.parent.as_deref());
     let mut store = Store::create(dir, new_id, cwd, Some(&path.display().to_string()));
     store.ensure_on_disk()?;
@@ -423,7 +464,7 @@ pub fn branch(
         .open(&new_path)
         .map_err(|e| e.to_string())?;
     for e in kept {
-        let mut line = serde_json::to_vec(&e.value).map_err(|e| e.to_string())?;
+        let mut line = e.line.clone();
         line.push(b'\n');
         file.write_all(&line)
             .map_err(|e| format!("cannot write {}: {e}", new_path.display()))?;

@@ -46,10 +46,6 @@ struct CompactPayload<'a> {
     content_index: Option<usize>,
     #[serde(rename = "assistantMessageEvent")]
     assistant_message_event: &'a crate::protocol::message::StreamEvent,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    checkpoint_message: Option<&'a crate::protocol::message::AgentMessage>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    checkpoint_reason: Option<&'static str>,
 }
 
 impl<W: Write> Writer<W> {
@@ -92,7 +88,7 @@ impl<W: Write> Writer<W> {
         let frame_id = crate::ids::uuid_v4();
         let (seq, session_id) = (self.seq, self.session_id.as_str());
         if let AgentEvent::MessageUpdate {
-            message,
+            message: _,
             assistant_message_event,
             compact: true,
         } = event
@@ -103,8 +99,6 @@ impl<W: Write> Writer<W> {
                 message_id: Value::Null,
                 content_index: assistant_message_event.content_index(),
                 assistant_message_event,
-                checkpoint_message: message.as_ref(),
-                checkpoint_reason: message.as_ref().map(|_| "periodic"),
             };
             let frame = EventFrame {
                 kind: "event",
