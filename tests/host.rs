@@ -343,3 +343,49 @@ fn a_question_that_times_out_takes_the_recommended_option() {
         "{text}"
     );
 }
+
+#[test]
+fn confirm_editor_widget_and_editor_text_requests() {
+    let ask = json!({"questions": [
+        {"question": "Delete the branch?", "confirm": true},
+        {"question": "Write the release notes", "multiline": true, "prefill": "## Changes"}
+    ]});
+    let mut g = with_turns(
+        json!([call_turn("ask", ask), final_turn()]),
+        &["--tools", "ask"],
+    );
+    g.ok(json!({"type": "set_todos", "phases": [{"name": "Ship", "tasks": [{"content": "Tag", "status": "completed"}]}]}));
+    let widget = frame(&mut g, "extension_ui_request");
+    assert_eq!(widget["method"], "setWidget");
+    assert_eq!(widget["widgetLines"], json!(["Ship", "  [x] Tag"]));
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    let confirm = frame(&mut g, "extension_ui_request");
+    assert_eq!(
+        (confirm["method"].as_str(), confirm["message"].as_str()),
+        (Some("confirm"), Some("Delete the branch?"))
+    );
+    g.client
+        .send(&json!({"type": "extension_ui_response", "id": confirm["id"], "confirmed": false}))
+        .unwrap();
+    let editor = frame(&mut g, "extension_ui_request");
+    assert_eq!(
+        (editor["method"].as_str(), editor["prefill"].as_str()),
+        (Some("editor"), Some("## Changes"))
+    );
+    g.client.send(&json!({"type": "extension_ui_response", "id": editor["id"], "value": "## Changes\n- faster"})).unwrap();
+    let end = g.event("tool_execution_end");
+    let text = end["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("Answer: false") && text.contains("- faster"),
+        "{text}"
+    );
+    g.event("agent_end");
+    let branches = g.ok(json!({"type": "get_branch_messages"}));
+    let entry = branches["messages"][0]["entryId"].clone();
+    g.ok(json!({"type": "branch", "entryId": entry}));
+    let set_text = frame(&mut g, "extension_ui_request");
+    assert_eq!(
+        (set_text["method"].as_str(), set_text["text"].as_str()),
+        (Some("set_editor_text"), Some("go"))
+    );
+}

@@ -126,6 +126,9 @@ impl Tool for Ask {
                             "options": {"type": "array", "items": {"type": "object", "properties": {"label": {"type": "string"}, "description": {"type": "string"}}, "required": ["label"]}},
                             "multi": {"type": "boolean", "description": "Allow several options"},
                             "allowOther": {"type": "boolean", "description": "Allow a free-text answer besides the options"},
+                            "confirm": {"type": "boolean", "description": "A yes/no question"},
+                            "multiline": {"type": "boolean", "description": "A long free-text answer (an editor)"},
+                            "prefill": {"type": "string", "description": "Initial text for a multiline answer"},
                             "recommended": {"type": "integer", "minimum": 0, "description": "Index of the recommended option"},
                             "timeoutSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "Give up waiting after this long; the recommended option (if any) is then the answer"}
                         },
@@ -159,7 +162,13 @@ impl Tool for Ask {
                 .collect();
             let mut fields = Map::new();
             fields.insert("title".into(), json!(question));
-            let method = if labels.is_empty() {
+            let method = if q["confirm"].as_bool() == Some(true) {
+                fields.insert("message".into(), json!(question));
+                "confirm"
+            } else if labels.is_empty() && q["multiline"].as_bool() == Some(true) {
+                fields.insert("prefill".into(), json!(q["prefill"].as_str().unwrap_or("")));
+                "editor"
+            } else if labels.is_empty() {
                 fields.insert("placeholder".into(), json!("Type your answer"));
                 "input"
             } else {

@@ -336,6 +336,9 @@ impl SessionLoop {
         )
         .map_err(ErrorValue::from)?;
         self.switch_session(&new_path)?;
+        // Editors put the branched message back into their input box.
+        let frame = crate::host::ui::notice("set_editor_text", json!({ "text": text }));
+        self.send(crate::protocol::Outbound::Frame(frame));
         Ok(Some(json!({ "text": text, "cancelled": false })))
     }
 
@@ -384,6 +387,7 @@ impl SessionLoop {
         let phases = todos::normalize(phases)
             .map_err(|e| ErrorValue::from(format!("Invalid todo phases: {e}")))?;
         self.state.todos = phases;
+        self.show_todos();
         Ok(Some(json!({ "todoPhases": self.state.todos })))
     }
 

@@ -195,6 +195,11 @@ impl SessionLoop {
                 run.phase = Phase::Compacting;
             }
         }
+        let status = crate::host::ui::notice(
+            "setStatus",
+            json!({"statusKey": "gjc.compaction", "statusText": "Compacting the conversation"}),
+        );
+        self.send(crate::protocol::Outbound::Frame(status));
         let stream = self.next_generation();
         let handle = provider::start_stream(request, stream, self.provider_tx());
         let partial = AssistantMessage::empty(model.api.as_str(), &model.provider, &model.id);
@@ -240,6 +245,13 @@ impl SessionLoop {
         };
         let result =
             outcome.and_then(|summary| self.apply_compaction(&summary, c.cut, c.tokens_before));
+        let (kind, message) = match &result {
+            Ok(_) => ("info", "The conversation was compacted".to_string()),
+            Err(e) => ("error", format!("Compaction failed: {e}")),
+        };
+        let notice =
+            crate::host::ui::notice("notify", json!({"message": message, "notifyType": kind}));
+        self.send(crate::protocol::Outbound::Frame(notice));
         match c.origin {
             Origin::Manual(id) => self.respond(match result {
                 Ok(data) => Response::ok(id, "compact", Some(data)),

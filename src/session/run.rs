@@ -550,6 +550,7 @@ impl SessionLoop {
             if let Some(phases) = output.details.as_ref().and_then(|d| d.get("todoPhases")) {
                 if let Ok(p) = serde_json::from_value(phases.clone()) {
                     self.state.todos = p;
+                    self.show_todos();
                 }
             }
         }
@@ -765,6 +766,31 @@ impl SessionLoop {
             final_error: Some("Retry cancelled".into()),
         });
         self.finish_assistant(failed, true);
+    }
+
+    /// The todo list as a widget for hosts that show one (`setWidget`).
+    pub fn show_todos(&mut self) {
+        let lines: Vec<String> = self
+            .state
+            .todos
+            .iter()
+            .flat_map(|p| {
+                std::iter::once(p.name.clone()).chain(p.tasks.iter().map(|t| {
+                    let mark = match t.status.as_str() {
+                        "completed" => "[x]",
+                        "in_progress" => "[>]",
+                        "abandoned" => "[-]",
+                        _ => "[ ]",
+                    };
+                    format!("  {mark} {}", t.content)
+                }))
+            })
+            .collect();
+        let frame = crate::host::ui::notice(
+            "setWidget",
+            serde_json::json!({"widgetKey": "gjc.todos", "widgetLines": lines}),
+        );
+        self.send(crate::protocol::Outbound::Frame(frame));
     }
 
     /// After a threshold compaction the run ends as it would have.
