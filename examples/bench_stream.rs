@@ -219,6 +219,47 @@ fn tool_loop_overhead() {
     println!("20-step tool loop, instant fake model over HTTP: {:.3} ms per turn beyond the tools' own time (median of 5 runs; includes each HTTP request)", median(&mut per_turn));
 }
 
+/// The same loop against the scripted provider: no HTTP at all, only gjc's own work per turn.
+fn scripted_loop_overhead() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f.txt"), "x").unwrap();
+    let mut turns: Vec<Value> = Vec::new();
+    for run in 0..5 {
+        for i in 0..20 {
+            turns.push(json!({"content": [{"type": "toolCall", "id": format!("r{run}c{i}"), "name": "ls", "arguments": {}}]}));
+        }
+        turns.push(json!({"content": [{"type": "text", "text": "done"}]}));
+    }
+    let script = dir.path().join("script.json");
+    std::fs::write(&script, json!({ "turns": turns }).to_string()).unwrap();
+    let mut c = RpcClient::builder(gjc_bin())
+        .env("GJC_CODING_AGENT_DIR", dir.path())
+        .current_dir(dir.path())
+        .args(["--provider", "scripted", "--script"])
+        .arg(&script)
+        .spawn()
+        .unwrap();
+    c.recv(WAIT).unwrap();
+    let mut per_turn = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        c.request(json!({"type": "prompt", "message": "loop"}), WAIT).unwrap();
+        let mut tool_time = Duration::ZERO;
+        let mut tool_started = None;
+        loop {
+            let f = c.recv(WAIT).unwrap();
+            match f.value["payload"]["event_type"].as_str() {
+                Some("tool_execution_start") => tool_started = Some(Instant::now()),
+                Some("tool_execution_end") => tool_time += tool_started.take().unwrap().elapsed(),
+                Some("agent_end") => break,
+                _ => {}
+            }
+        }
+        per_turn.push(ms(started.elapsed().saturating_sub(tool_time)) / 21.0);
+    }
+    println!("20-step tool loop, scripted provider (no HTTP): {:.3} ms per turn beyond the tools' own time (median of 5 runs)", median(&mut per_turn));
+}
+
 fn main() {
     let n: usize = std::env::args()
         .nth(1)
@@ -229,4 +270,5 @@ fn main() {
     prompt_to_request();
     abort_latency();
     tool_loop_overhead();
+    scripted_loop_overhead();
 }
