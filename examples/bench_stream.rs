@@ -243,7 +243,8 @@ fn scripted_loop_overhead() {
     let mut per_turn = Vec::new();
     for _ in 0..5 {
         let started = Instant::now();
-        c.request(json!({"type": "prompt", "message": "loop"}), WAIT).unwrap();
+        c.request(json!({"type": "prompt", "message": "loop"}), WAIT)
+            .unwrap();
         let mut tool_time = Duration::ZERO;
         let mut tool_started = None;
         loop {

@@ -389,3 +389,23 @@ fn running(pattern: &str) -> bool {
                 .unwrap_or(false)
     })
 }
+
+#[test]
+fn a_slow_first_byte_is_waited_for_and_state_stays_answerable() {
+    let fake = FakeProvider::start();
+    let body = openai_text(&["late but fine"]);
+    fake.push(Reply::sse_chunks(vec![
+        Chunk::Pause(std::time::Duration::from_millis(400)),
+        Chunk::Bytes(body.into_bytes()),
+    ]));
+    let mut g = openai(&fake).spawn();
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    fake.request(TIMEOUT);
+    assert_eq!(g.ok(json!({"type": "get_state"}))["isStreaming"], true);
+    let events = g.run_events();
+    assert_eq!(count(&events, "auto_retry_start"), 0);
+    assert_eq!(
+        g.ok(json!({"type": "get_last_assistant_text"}))["text"],
+        "late but fine"
+    );
+}

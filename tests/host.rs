@@ -389,3 +389,37 @@ fn confirm_editor_widget_and_editor_text_requests() {
         (Some("set_editor_text"), Some("go"))
     );
 }
+
+#[test]
+fn abort_during_a_host_uri_read_sends_a_cancel() {
+    let mut g = with_turns(
+        json!([call_turn("read", json!({"path": "db://slow/1"}))]),
+        &[],
+    );
+    g.ok(json!({"type": "set_host_uri_schemes", "schemes": [{"scheme": "db"}]}));
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    let req = frame(&mut g, "host_uri_request");
+    g.ok(json!({"type": "abort"}));
+    let cancel = frame(&mut g, "host_uri_cancel");
+    assert_eq!(cancel["targetId"], req["id"]);
+    assert!(cancel["id"].as_str().unwrap().starts_with("uri_cancel_"));
+    g.event("agent_end");
+}
+
+#[test]
+fn set_title_is_emitted_only_when_asked_for() {
+    let mut g = gjc().spawn();
+    g.ok(json!({"type": "set_session_name", "name": "quiet"}));
+    assert!(g
+        .client
+        .take_backlog()
+        .iter()
+        .all(|f| f.value["method"] != "setTitle"));
+    let mut g = gjc().env("GJC_RPC_EMIT_TITLE", "1").spawn();
+    g.ok(json!({"type": "set_session_name", "name": "loud"}));
+    let title = frame(&mut g, "extension_ui_request");
+    assert_eq!(
+        (title["method"].as_str(), title["title"].as_str()),
+        (Some("setTitle"), Some("loud"))
+    );
+}
