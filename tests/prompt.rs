@@ -511,3 +511,21 @@ fn full_loop_reads_edits_and_runs_a_test_through_the_fake_provider() {
     assert_eq!(tool_msgs.len(), 4);
     assert_eq!(tool_msgs[3]["content"], "PASS");
 }
+
+#[test]
+fn big_user_bash_output_spills_and_the_file_goes_with_the_session() {
+    let mut g = gjc().spawn();
+    let d = g.ok(json!({"type": "bash", "command": "seq 1 100000"}));
+    assert_eq!(d["truncated"], true);
+    assert!(d["output"].as_str().unwrap().ends_with("99999\n100000\n"));
+    let path = std::path::PathBuf::from(d["fullOutputPath"].as_str().unwrap());
+    let full = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(full.lines().count(), 100_000);
+    assert_eq!(d["totalBytes"], full.len());
+    g.ok(json!({"type": "new_session"}));
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while path.exists() && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    assert!(!path.exists(), "the spill file outlived its session");
+}

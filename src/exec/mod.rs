@@ -41,6 +41,8 @@ pub struct BashJob {
 pub enum BashRequest {
     Run(BashJob),
     Abort(JobOwner),
+    /// The session ended: remove spill files of finished commands (unless they are kept).
+    ClearSpill,
     Shutdown,
 }
 
@@ -80,6 +82,10 @@ impl BashHandle {
 
     pub fn shutdown(&self) {
         let _ = self.tx.send(BashRequest::Shutdown);
+    }
+
+    pub fn clear_spill(&self) {
+        let _ = self.tx.send(BashRequest::ClearSpill);
     }
 }
 
@@ -135,6 +141,7 @@ impl BashActor {
             select_biased! {
                 recv(self.requests) -> req => match req {
                     Ok(BashRequest::Run(job)) => self.start(job),
+                    Ok(BashRequest::ClearSpill) => self.clear_spill(),
                     Ok(BashRequest::Abort(owner)) => self.abort(&owner),
                     Ok(BashRequest::Shutdown) | Err(_) => break,
                 },
@@ -220,6 +227,27 @@ impl BashActor {
             r.deadline = None;
             r.timed_out.store(true, Ordering::SeqCst);
             process::kill_group(r.pgid);
+        }
+    }
+
+    /// Removes the spill files of commands that are no longer running.
+    fn clear_spill(&mut self) {
+        if self.keep_spill {
+            return;
+        }
+        let live: Vec<String> = self
+            .running
+            .keys()
+            .map(|id| format!("bash-{id}.log"))
+            .collect();
+        for entry in std::fs::read_dir(&self.spill_dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+        {
+            if !live.iter().any(|l| entry.file_name() == l.as_str()) {
+                let _ = std::fs::remove_file(entry.path());
+            }
         }
     }
 

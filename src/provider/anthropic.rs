@@ -100,14 +100,7 @@ fn messages(req: &ProviderRequest) -> Vec<Value> {
             continue;
         }
         // Consecutive same-role messages are merged: tool results of one turn share a user message.
-        match out.last_mut() {
-            Some(last) if last["role"] == role => {
-                if let Some(arr) = last["content"].as_array_mut() {
-                    arr.extend(blocks);
-                }
-            }
-            _ => out.push(json!({"role": role, "content": blocks})),
-        }
+        wire::push_merged(&mut out, role, "content", blocks);
     }
     if let Some(block) = out
         .last_mut()

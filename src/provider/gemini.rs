@@ -115,14 +115,7 @@ fn contents(req: &ProviderRequest) -> Vec<Value> {
         if parts.is_empty() {
             continue;
         }
-        match out.last_mut() {
-            Some(last) if last["role"] == role => {
-                if let Some(arr) = last["parts"].as_array_mut() {
-                    arr.extend(parts);
-                }
-            }
-            _ => out.push(json!({"role": role, "parts": parts})),
-        }
+        wire::push_merged(&mut out, role, "parts", parts);
     }
     out
 }

@@ -183,6 +183,21 @@ pub fn user_blocks(message: &AgentMessage) -> Option<Vec<Content>> {
     }
 }
 
+/// Appends `items` to the last message when it has the same role, else starts a new message
+/// `{role, <field>: items}` (providers that want strictly alternating roles).
+pub fn push_merged(out: &mut Vec<Value>, role: &str, field: &str, items: Vec<Value>) {
+    if let Some(last) = out.last_mut().filter(|m| m["role"] == role) {
+        if let Some(arr) = last[field].as_array_mut() {
+            arr.extend(items);
+            return;
+        }
+    }
+    let mut message = serde_json::Map::new();
+    message.insert("role".into(), Value::String(role.into()));
+    message.insert(field.into(), Value::Array(items));
+    out.push(Value::Object(message));
+}
+
 /// Bearer authorization when a key is set (local servers may need none).
 pub fn bearer(request: &ProviderRequest) -> Vec<(String, String)> {
     let mut headers: Vec<(String, String)> = request

@@ -283,6 +283,8 @@ impl SessionLoop {
         entry_ids: Vec<Option<String>>,
         name: Option<String>,
     ) {
+        // The previous session's spilled command outputs go with it.
+        self.bash.clear_spill();
         self.state.id = id;
         self.state.store = store;
         self.state.messages = messages;

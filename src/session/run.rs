@@ -388,8 +388,9 @@ impl SessionLoop {
         }
     }
 
-    /// The assistant message is final: announce it, keep it, then run its tools or end the turn.
-    fn finish_assistant(&mut self, message: AssistantMessage, started: bool) {
+    /// Keeps the final assistant message, then announces it (`message_start` too when the stream
+    /// never started one).
+    fn close_assistant(&mut self, message: &AssistantMessage, started: bool) {
         self.record(AgentMessage::Assistant(message.clone()));
         if !started {
             self.emit(AgentEvent::MessageStart {
@@ -399,6 +400,11 @@ impl SessionLoop {
         self.emit(AgentEvent::MessageEnd {
             message: AgentMessage::Assistant(message.clone()),
         });
+    }
+
+    /// The assistant message is final: announce it, keep it, then run its tools or end the turn.
+    fn finish_assistant(&mut self, message: AssistantMessage, started: bool) {
+        self.close_assistant(&message, started);
         let ok = !matches!(message.stop_reason, StopReason::Error | StopReason::Aborted);
         if let Some(run) = &mut self.run {
             if ok && run.retry_attempt > 0 {
@@ -731,15 +737,7 @@ impl SessionLoop {
     }
 
     fn finish_aborted(&mut self, message: AssistantMessage, started: bool) {
-        self.record(AgentMessage::Assistant(message.clone()));
-        if !started {
-            self.emit(AgentEvent::MessageStart {
-                message: AgentMessage::Assistant(message.clone()),
-            });
-        }
-        self.emit(AgentEvent::MessageEnd {
-            message: AgentMessage::Assistant(message.clone()),
-        });
+        self.close_assistant(&message, started);
         let calls: VecDeque<ToolCall> = message.tool_calls().cloned().collect();
         let results = self.fail_calls(calls, ABORTED);
         self.emit(AgentEvent::TurnEnd {
