@@ -198,25 +198,29 @@ fn tool_loop_overhead() {
             )));
         }
         fake.push(Reply::sse(openai_text(&["done"])));
-        let started = Instant::now();
-        c.request(json!({"type": "prompt", "message": "loop"}), WAIT)
-            .unwrap();
-        let mut tool_time = Duration::ZERO;
-        let mut tool_started = None;
-        loop {
-            let f = c.recv(WAIT).unwrap();
-            match f.value["payload"]["event_type"].as_str() {
-                Some("tool_execution_start") => tool_started = Some(Instant::now()),
-                Some("tool_execution_end") => tool_time += tool_started.take().unwrap().elapsed(),
-                Some("agent_end") => break,
-                _ => {}
-            }
-        }
-        let total = started.elapsed();
-        per_turn.push(ms(total.saturating_sub(tool_time)) / 21.0);
+        per_turn.push(one_loop(&mut c));
         while fake.try_request().is_some() {}
     }
     println!("20-step tool loop, instant fake model over HTTP: {:.3} ms per turn beyond the tools' own time (median of 5 runs; includes each HTTP request)", median(&mut per_turn));
+}
+
+/// Runs one prompt of 21 turns; returns the time per turn beyond the tools' own time, in ms.
+fn one_loop(c: &mut RpcClient) -> f64 {
+    let started = Instant::now();
+    c.request(json!({"type": "prompt", "message": "loop"}), WAIT)
+        .unwrap();
+    let mut tool_time = Duration::ZERO;
+    let mut tool_started = None;
+    loop {
+        let f = c.recv(WAIT).unwrap();
+        match f.value["payload"]["event_type"].as_str() {
+            Some("tool_execution_start") => tool_started = Some(Instant::now()),
+            Some("tool_execution_end") => tool_time += tool_started.take().unwrap().elapsed(),
+            Some("agent_end") => break,
+            _ => {}
+        }
+    }
+    ms(started.elapsed().saturating_sub(tool_time)) / 21.0
 }
 
 /// The same loop against the scripted provider: no HTTP at all, only gjc's own work per turn.
@@ -242,21 +246,7 @@ fn scripted_loop_overhead() {
     c.recv(WAIT).unwrap();
     let mut per_turn = Vec::new();
     for _ in 0..5 {
-        let started = Instant::now();
-        c.request(json!({"type": "prompt", "message": "loop"}), WAIT)
-            .unwrap();
-        let mut tool_time = Duration::ZERO;
-        let mut tool_started = None;
-        loop {
-            let f = c.recv(WAIT).unwrap();
-            match f.value["payload"]["event_type"].as_str() {
-                Some("tool_execution_start") => tool_started = Some(Instant::now()),
-                Some("tool_execution_end") => tool_time += tool_started.take().unwrap().elapsed(),
-                Some("agent_end") => break,
-                _ => {}
-            }
-        }
-        per_turn.push(ms(started.elapsed().saturating_sub(tool_time)) / 21.0);
+        per_turn.push(one_loop(&mut c));
     }
     println!("20-step tool loop, scripted provider (no HTTP): {:.3} ms per turn beyond the tools' own time (median of 5 runs)", median(&mut per_turn));
 }

@@ -31,7 +31,13 @@ fn abort_mid_stream_keeps_the_partial_message() {
     fake.push(first_delta_then(Chunk::Stall));
     let mut g = openai(&fake).spawn();
     g.ok(json!({"type": "prompt", "message": "go"}));
-    g.event("message_update");
+    // Synchronise on the delta itself: the abort overtakes deltas still queued behind text_start.
+    g.client
+        .wait_for(
+            |f| f["payload"]["event"]["assistantMessageEvent"]["type"] == "text_delta",
+            TIMEOUT,
+        )
+        .unwrap();
     assert_eq!(
         g.ok(json!({"type": "get_state"}))["isStreaming"],
         true,

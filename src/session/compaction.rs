@@ -175,11 +175,7 @@ impl SessionLoop {
             tools: Vec::new(),
             thinking: "off",
             session_id: self.state.id.clone(),
-            scripted: self
-                .state
-                .script
-                .as_ref()
-                .and_then(|s| s.as_ref().ok().cloned()),
+            scripted: self.state.scripted(),
         };
         if !matches!(origin, Origin::Manual(_)) {
             let reason = if matches!(origin, Origin::Overflow(..)) {

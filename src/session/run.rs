@@ -180,11 +180,7 @@ impl SessionLoop {
             tools: self.state.tools.specs(),
             thinking: self.state.thinking,
             session_id: self.state.id.clone(),
-            scripted: self
-                .state
-                .script
-                .as_ref()
-                .and_then(|s| s.as_ref().ok().cloned()),
+            scripted: self.state.scripted(),
         };
         let stream = self.next_generation();
         let handle = provider::start_stream(request, stream, self.provider_tx());

@@ -42,6 +42,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// The loaded script of the scripted provider, if any.
+    pub fn scripted(&self) -> Option<Arc<Script>> {
+        self.script.as_ref().and_then(|s| s.as_ref().ok().cloned())
+    }
+
     /// The model and its key, or the reason a prompt cannot start.
     pub fn credentials(&self) -> Result<(Model, Option<String>), String> {
         let model = self.model.clone().ok_or("No model selected")?;
