@@ -1,27 +1,26 @@
 //! Session benchmarks: generated session files of 2,000 and 20,000 messages; `switch_session` and
 //! `get_messages` latency and RSS after switching (beside the RSS of an idle gjc in the same run),
-//! and `export_html` time for the large one.
+//! and `export_html` time for the large one. Latencies run from writing the command to the last
+//! byte of its response line; the host's own parse of that line is printed on its own.
 //!
 //! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/bench_sessions`
 
 mod common;
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::*;
-use gjc::client::RpcClient;
+use gjc::protocol::message::AgentMessage;
+use gjc::session::store::Store;
 use serde_json::json;
 
-const WAIT: Duration = Duration::from_secs(120);
-
-fn generate(path: &Path, messages: usize) {
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    writeln!(f, "{}", json!({"type": "session", "version": 3, "id": "bench", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp"})).unwrap();
-    let mut parent: Option<String> = None;
+/// Writes a session of `messages` alternating user and assistant messages the way gjc writes
+/// them (through its own session store); returns the file.
+fn generate(dir: &Path, messages: usize) -> PathBuf {
+    let mut store = Store::create(dir, &format!("bench{messages}"), Path::new("/tmp"), None);
     for i in 0..messages {
-        let id = format!("{i:08x}");
         let text = format!("message {i}: {}", "lorem ipsum dolor sit amet ".repeat(8));
         let message = if i % 2 == 0 {
             json!({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 0})
@@ -30,8 +29,72 @@ fn generate(path: &Path, messages: usize) {
                 "usage": {"input": 10, "output": 10, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 20, "cost": {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0, "total": 0.0}},
                 "stopReason": "stop", "timestamp": 0})
         };
-        writeln!(f, "{}", json!({"type": "message", "id": id, "parentId": parent, "timestamp": "2026-01-01T00:00:00.000Z", "message": message})).unwrap();
-        parent = Some(id);
+        let message: AgentMessage = serde_json::from_value(message).unwrap();
+        store.append_message(&message).unwrap();
+    }
+    store.path().unwrap().to_path_buf()
+}
+
+/// A host that only reads lines: latency is the time until a response line has fully arrived;
+/// parsing it is the host's business and is timed separately.
+struct LineHost {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl LineHost {
+    fn spawn(agent_dir: &Path, session_dir: &Path) -> LineHost {
+        let mut child = std::process::Command::new(gjc_bin())
+            .args(["--mode", "rpc", "--session-dir"])
+            .arg(session_dir)
+            .env("GJC_CODING_AGENT_DIR", agent_dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut host = LineHost {
+            child,
+            stdin,
+            stdout,
+            next: 0,
+        };
+        host.line(); // ready
+        host
+    }
+
+    fn line(&mut self) -> Vec<u8> {
+        let mut line = Vec::new();
+        std::io::BufRead::read_until(&mut self.stdout, b'\n', &mut line).unwrap();
+        assert!(!line.is_empty(), "gjc closed its stdout");
+        line
+    }
+
+    /// Sends `command` and returns its response line and the time until it had fully arrived.
+    fn request(&mut self, mut command: serde_json::Value) -> (Duration, Vec<u8>) {
+        self.next += 1;
+        let id = format!("b{}", self.next);
+        command["id"] = json!(id);
+        let prefix = format!("{{\"id\":\"{id}\"");
+        let started = Instant::now();
+        writeln!(self.stdin, "{command}").unwrap();
+        self.stdin.flush().unwrap();
+        loop {
+            let line = self.line();
+            if line.starts_with(prefix.as_bytes()) {
+                return (started.elapsed(), line);
+            }
+        }
+    }
+}
+
+impl Drop for LineHost {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -39,45 +102,37 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let mut idle = Vec::new();
     for size in [2_000usize, 20_000] {
-        let path = dir.path().join(format!("s{size}.jsonl"));
-        generate(&path, size);
+        let path = generate(dir.path(), size);
         let bytes = std::fs::metadata(&path).unwrap().len();
-        let (mut switch, mut get, mut rss) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..7 {
-            let mut c = RpcClient::builder(gjc_bin())
-                .env("GJC_CODING_AGENT_DIR", dir.path())
-                .args(["--session-dir"])
-                .arg(dir.path().join("new"))
-                .spawn()
-                .unwrap();
-            c.recv(WAIT).unwrap();
-            c.request(json!({"type": "get_state"}), WAIT).unwrap();
-            idle.push(status_kib(c.pid(), "VmRSS:").unwrap_or(0) as f64 / 1024.0);
-            let t = Instant::now();
-            let r = c
-                .request(json!({"type": "switch_session", "sessionPath": path}), WAIT)
-                .unwrap();
-            switch.push(ms(t.elapsed()));
+        let (mut switch, mut get, mut parse, mut rss) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for round in 0..7 {
+            let mut host = LineHost::spawn(dir.path(), &dir.path().join("new"));
+            host.request(json!({"type": "get_state"}));
+            let pid = host.child.id();
+            idle.push(status_kib(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0);
+            let (took, line) = host.request(json!({"type": "switch_session", "sessionPath": path}));
+            switch.push(ms(took));
+            let r: serde_json::Value = serde_json::from_slice(&line).unwrap();
             assert_eq!(r["success"], true, "{r}");
+            let (took, line) = host.request(json!({"type": "get_messages"}));
+            get.push(ms(took));
             let t = Instant::now();
-            let r = c.request(json!({"type": "get_messages"}), WAIT).unwrap();
-            get.push(ms(t.elapsed()));
+            let r: serde_json::Value = serde_json::from_slice(&line).unwrap();
+            parse.push(ms(t.elapsed()));
             assert_eq!(r["data"]["messages"].as_array().unwrap().len(), size);
-            rss.push(status_kib(c.pid(), "VmRSS:").unwrap_or(0) as f64 / 1024.0);
-            if size == 20_000 && switch.len() == 1 {
-                let t = Instant::now();
-                let r = c
-                    .request(
-                        json!({"type": "export_html", "outputPath": dir.path().join("big.html")}),
-                        WAIT,
-                    )
-                    .unwrap();
+            rss.push(status_kib(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0);
+            if size == 20_000 && round == 0 {
+                let (took, line) = host.request(
+                    json!({"type": "export_html", "outputPath": dir.path().join("big.html")}),
+                );
+                let r: serde_json::Value = serde_json::from_slice(&line).unwrap();
                 let html = std::fs::metadata(r["data"]["path"].as_str().unwrap())
                     .unwrap()
                     .len();
                 println!(
                     "export_html of {size} messages: {:.1} ms ({:.1} MB of HTML)",
-                    ms(t.elapsed()),
+                    ms(took),
                     html as f64 / 1e6
                 );
             }
@@ -89,6 +144,10 @@ fn main() {
             median(&mut get.clone()),
             median(&mut switch) + median(&mut get),
             median(&mut rss)
+        );
+        println!(
+            "  (the host's own parse of that get_messages line into serde_json::Value: {:.1} ms, not included above)",
+            median(&mut parse)
         );
     }
     println!(

@@ -69,6 +69,13 @@ impl ClientBuilder {
         self
     }
 
+    /// Runs gjc as another user (a host that drops privileges for the agent).
+    pub fn user(mut self, uid: u32, gid: u32) -> Self {
+        use std::os::unix::process::CommandExt;
+        self.command.uid(uid).gid(gid);
+        self
+    }
+
     pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.command.current_dir(dir);
         self

@@ -21,6 +21,7 @@ pub mod exec;
 pub mod export_html;
 pub mod host;
 pub mod ids;
+pub mod memory;
 pub mod prompt;
 pub mod protocol;
 pub mod provider;

@@ -206,3 +206,94 @@ fn cli_rejects_file_arguments_and_other_modes() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("gjc "));
 }
+
+/// Whether `pid` is gone or only a zombie waiting for a reaper that is not us.
+fn has_exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+        Err(_) => true,
+    }
+}
+
+/// Polls `has_exited` until `limit`; the bounded wait for a process that is not our child.
+fn wait_gone(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if has_exited(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    has_exited(pid)
+}
+
+#[test]
+fn parent_death_ends_gjc_while_its_stdin_stays_open() {
+    use std::io::{BufRead, BufReader};
+    // sh starts gjc in the background (stdin passed on explicitly), prints its pid, then becomes
+    // `sleep`; killing that process orphans gjc while this test still holds gjc's stdin open.
+    let mut parent = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"exec 4<&0; "$0" --mode rpc --no-session <&4 & echo "$!"; exec sleep 1000"#)
+        .arg(env!("CARGO_BIN_EXE_gjc"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _stdin = parent.stdin.take().unwrap();
+    let mut out = BufReader::new(parent.stdout.take().unwrap());
+    let (mut pid_line, mut ready) = (String::new(), String::new());
+    out.read_line(&mut pid_line).unwrap();
+    let pid: u32 = pid_line.trim().parse().expect("gjc's pid");
+    out.read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), r#"{"type":"ready"}"#);
+    assert!(!has_exited(pid));
+
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    assert!(
+        wait_gone(pid, Duration::from_secs(5)),
+        "gjc {pid} outlived its parent"
+    );
+}
+
+#[test]
+fn closed_stdout_is_a_clean_exit() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gjc"))
+        .args(["--mode", "rpc", "--no-session"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), r#"{"type":"ready"}"#);
+    // The reader above is dropped: the host is gone. The next frame gjc writes fails.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"id\":\"1\",\"type\":\"get_state\"}\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    let pid = child.id();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = rx
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap_or_else(|_| {
+            // SAFETY: plain kill of the process this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("gjc kept running after its stdout closed")
+        })
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    drop(stdin);
+}

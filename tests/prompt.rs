@@ -529,3 +529,56 @@ fn big_user_bash_output_spills_and_the_file_goes_with_the_session() {
     }
     assert!(!path.exists(), "the spill file outlived its session");
 }
+
+#[test]
+fn tools_report_permission_denied() {
+    let call = |id: &str, name: &str, arguments: Value| json!({"type": "toolCall", "id": id, "name": name, "arguments": arguments});
+    let mut g = gjc()
+        .unprivileged()
+        .args(&["--no-session"])
+        .script(json!({"turns": [
+            {"content": [
+                call("read", "read", json!({"path": "locked.txt"})),
+                call("write", "write", json!({"path": "sealed/new.txt", "content": "x"})),
+                call("edit", "edit", json!({"path": "sealed/kept.txt", "edits": [{"oldText": "old", "newText": "new"}]})),
+                call("ls", "ls", json!({"path": "closed"})),
+            ]},
+            {"content": [{"type": "text", "text": "done"}]},
+        ]}))
+        .spawn();
+    let mode = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
+    };
+    let p = g.project.clone();
+    std::fs::write(p.join("locked.txt"), "secret").unwrap();
+    mode(&p.join("locked.txt"), 0o000);
+    std::fs::create_dir(p.join("sealed")).unwrap();
+    std::fs::write(p.join("sealed/kept.txt"), "old").unwrap();
+    mode(&p.join("sealed"), 0o555);
+    std::fs::create_dir(p.join("closed")).unwrap();
+    mode(&p.join("closed"), 0o000);
+
+    g.ok(json!({"type": "prompt", "message": "try"}));
+    let events = g.run_events();
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect();
+    assert_eq!(ends.len(), 4, "{ends:?}");
+    for end in ends {
+        let text = end["result"]["content"][0]["text"].as_str().unwrap_or("");
+        assert_eq!(end["isError"], true, "{}: {text}", end["toolCallId"]);
+        assert!(
+            text.contains("permission denied"),
+            "{}: {text}",
+            end["toolCallId"]
+        );
+    }
+    mode(&p.join("sealed"), 0o755);
+    mode(&p.join("closed"), 0o755);
+    assert_eq!(
+        std::fs::read_to_string(p.join("sealed/kept.txt")).unwrap(),
+        "old"
+    );
+    assert!(!p.join("sealed/new.txt").exists());
+}

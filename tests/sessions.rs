@@ -284,3 +284,105 @@ fn no_session_keeps_everything_in_memory() {
     assert_eq!(r["error"], "Cannot export in-memory session to HTML");
     assert!(!g.home.path().join("agent/sessions").exists());
 }
+
+/// Message text that would mark the page if it ever ran as script.
+const HOSTILE: &str =
+    "<script>document.documentElement.setAttribute('data-pwned','script')</script>\
+<img src=x onerror=\"document.documentElement.setAttribute('data-pwned','img')\">\
+<svg onload=\"document.documentElement.setAttribute('data-pwned','svg')\"></svg>";
+
+#[test]
+fn exported_page_runs_no_script_from_messages_in_headless_chromium() {
+    let Some(browser) = find_chromium() else {
+        println!("skipped: no chromium or chromium-headless-shell on PATH (.ci/run installs Debian's chromium)");
+        return;
+    };
+    let mut g = chat(vec![
+        json!({"content": [{"type": "text", "text": HOSTILE}, {"type": "toolCall", "name": "ls", "arguments": {"path": HOSTILE}}]}),
+        answer(HOSTILE),
+    ]);
+    g.ok(json!({"type": "prompt", "message": HOSTILE}));
+    g.run_events();
+    let page = PathBuf::from(
+        g.ok(json!({"type": "export_html"}))["path"]
+            .as_str()
+            .unwrap(),
+    );
+
+    // The control proves this harness would see a script that ran: the same payload, unescaped,
+    // in a page without gjc's escaping or its content security policy.
+    let control = g.project.join("control.html");
+    std::fs::write(
+        &control,
+        format!("<!doctype html><html><body>{HOSTILE}</body></html>"),
+    )
+    .unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let control_dom = dump_dom(&browser, &control, profile.path());
+    assert!(
+        control_dom.contains("data-pwned"),
+        "the control page's script did not run: {control_dom}"
+    );
+
+    let dom = dump_dom(&browser, &page, profile.path());
+    assert!(dom.contains("</html>"), "chromium printed no page: {dom}");
+    assert!(
+        !dom.contains("data-pwned"),
+        "a script from message content ran: {dom}"
+    );
+    // The payload is on the page as text, every time it was sent.
+    let shown = dom
+        .matches("&lt;script&gt;document.documentElement.setAttribute")
+        .count();
+    assert!(
+        shown >= 4,
+        "expected the escaped payload at least 4 times, saw {shown}: {dom}"
+    );
+}
+
+fn find_chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-headless-shell"]
+        .iter()
+        .find_map(|name| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(name))
+                .find(|p| p.is_file())
+        })
+}
+
+/// The DOM after load, as headless Chromium serialises it; the browser is killed after 60 s.
+fn dump_dom(
+    browser: &std::path::Path,
+    page: &std::path::Path,
+    profile: &std::path::Path,
+) -> String {
+    let child = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start chromium");
+    let pid = child.id();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(out) => String::from_utf8_lossy(&out.expect("chromium output").stdout).into_owned(),
+        Err(_) => {
+            // SAFETY: plain kill of the browser we started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("chromium did not print the page within 60 s");
+        }
+    }
+}

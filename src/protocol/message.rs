@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One block of message content.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum Content {
     Text {
@@ -37,6 +37,42 @@ pub enum Content {
         data: String,
     },
     ToolCall(ToolCall),
+}
+
+/// `Content`'s variants for [`super::tagged`], which reads `type` without buffering.
+#[derive(Deserialize)]
+#[serde(remote = "Content", rename_all = "camelCase")]
+enum ContentByType {
+    Text {
+        text: String,
+        #[serde(rename = "textSignature", default)]
+        text_signature: Option<String>,
+    },
+    Image {
+        data: String,
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    Thinking {
+        thinking: String,
+        #[serde(rename = "thinkingSignature", default)]
+        thinking_signature: Option<String>,
+        #[serde(rename = "itemId", default)]
+        item_id: Option<String>,
+    },
+    RedactedThinking {
+        data: String,
+    },
+    ToolCall(ToolCall),
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(transparent)]
+        struct ByType(#[serde(with = "ContentByType")] Content);
+        super::tagged::deserialize(d, "type", "a content block with a type").map(|c: ByType| c.0)
+    }
 }
 
 impl Content {
@@ -332,7 +368,7 @@ impl StreamEvent {
 }
 
 /// A message in the agent's context.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
 pub enum AgentMessage {
     User(UserMessage),
@@ -341,6 +377,26 @@ pub enum AgentMessage {
     BashExecution(BashExecutionMessage),
     /// The summary that replaces compacted history (read from session files).
     CompactionSummary(CompactionSummaryMessage),
+}
+
+/// `AgentMessage`'s variants for [`super::tagged`], which reads `role` without buffering.
+#[derive(Deserialize)]
+#[serde(remote = "AgentMessage", rename_all = "camelCase")]
+enum AgentMessageByRole {
+    User(UserMessage),
+    Assistant(AssistantMessage),
+    ToolResult(ToolResultMessage),
+    BashExecution(BashExecutionMessage),
+    CompactionSummary(CompactionSummaryMessage),
+}
+
+impl<'de> Deserialize<'de> for AgentMessage {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(transparent)]
+        struct ByRole(#[serde(with = "AgentMessageByRole")] AgentMessage);
+        super::tagged::deserialize(d, "role", "a message with a role").map(|m: ByRole| m.0)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,6 +11,7 @@ pub mod event;
 pub mod host_reply;
 pub mod message;
 pub mod outbound;
+pub mod tagged;
 
 pub use command::Command;
 pub use decode::{decode_line, Inbound, MAX_LINE_BYTES};

@@ -302,8 +302,8 @@ impl SessionLoop {
 
     /// Opens another session file. A missing or corrupt file leaves the current session as it was.
     fn switch_session(&mut self, path: &std::path::Path) -> Reply {
-        let loaded = super::store::load(path).map_err(ErrorValue::from)?;
-        let store = super::store::Store::open(path, &loaded).map_err(ErrorValue::from)?;
+        let mut loaded = super::store::load(path).map_err(ErrorValue::from)?;
+        let store = super::store::Store::open(path, &mut loaded).map_err(ErrorValue::from)?;
         self.abort_run();
         self.state.store.sync();
         let id = loaded.header["id"]
@@ -320,6 +320,7 @@ impl SessionLoop {
             self.state.thinking = catalog::clamp_thinking(level, self.state.model.as_ref());
         }
         self.reset(id, store, loaded.messages, loaded.message_ids, name);
+        crate::memory::release_free_pages();
         Ok(Some(json!({ "cancelled": false })))
     }
 
@@ -380,8 +381,9 @@ impl SessionLoop {
             std::fs::create_dir_all(dir)
                 .map_err(|e| ErrorValue::from(format!("cannot create {}: {e}", dir.display())))?;
         }
-        std::fs::write(&target, html)
-            .map_err(|e| ErrorValue::from(format!("cannot write {}: {e}", target.display())))?;
+        let written = std::fs::write(&target, html);
+        crate::memory::release_free_pages();
+        written.map_err(|e| ErrorValue::from(format!("cannot write {}: {e}", target.display())))?;
         Ok(Some(json!({ "path": target.display().to_string() })))
     }
 

@@ -3,11 +3,12 @@
 //! the event that announces it is sent; loading streams the file, skips a torn last line, and
 //! rebuilds the context along the path from the last entry to the root.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::protocol::message::AgentMessage;
@@ -71,7 +72,8 @@ impl Store {
         }
     }
 
-    pub fn open(path: &Path, loaded: &Loaded) -> Result<Store, String> {
+    /// Appends to a loaded session file; takes the loaded entry ids over.
+    pub fn open(path: &Path, loaded: &mut Loaded) -> Result<Store, String> {
         let file = OpenOptions::new()
             .append(true)
             .open(path)
@@ -81,7 +83,7 @@ impl Store {
             file: Some(file),
             header: loaded.header.clone(),
             leaf: loaded.leaf.clone(),
-            ids: loaded.ids.clone(),
+            ids: std::mem::take(&mut loaded.ids),
             error: None,
             last_kind: None,
         })
@@ -124,21 +126,37 @@ impl Store {
         Ok(())
     }
 
-    /// Appends an entry of `kind` with `fields`; returns its id.
-    pub fn append(&mut self, kind: &str, fields: Value) -> Result<String, String> {
+    /// Appends an entry of `kind` with `fields` (a map); returns its id. Lines are written from
+    /// typed values in declaration order, so a message's `role` and each block's `type` come
+    /// first, which is what the loader reads fastest (`protocol::tagged`).
+    pub fn append(&mut self, kind: &str, fields: impl serde::Serialize) -> Result<String, String> {
+        #[derive(serde::Serialize)]
+        struct EntryLine<'a, F> {
+            #[serde(rename = "type")]
+            kind: &'a str,
+            id: &'a str,
+            #[serde(rename = "parentId")]
+            parent_id: Option<&'a str>,
+            timestamp: String,
+            #[serde(flatten)]
+            fields: F,
+        }
         let id = self.new_id();
         self.last_kind = Some(kind.to_string());
         if self.path.is_none() {
             self.leaf = Some(id.clone());
             return Ok(id);
         }
-        let mut entry = json!({"type": kind, "id": id, "parentId": self.leaf, "timestamp": crate::ids::iso_now()});
-        if let (Some(e), Some(f)) = (entry.as_object_mut(), fields.as_object()) {
-            e.extend(f.clone());
-        }
+        let entry = EntryLine {
+            kind,
+            id: &id,
+            parent_id: self.leaf.as_deref(),
+            timestamp: crate::ids::iso_now(),
+            fields,
+        };
+        let mut line = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
+        line.push(b'\n');
         let result = self.ensure_on_disk().and_then(|_| {
-            let mut line = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
-            line.push(b'\n');
             // One write call per entry: a crash can tear only the line being written.
             let file = self.file.as_mut().ok_or("the session file is not open")?;
             file.write_all(&line)
@@ -157,7 +175,11 @@ impl Store {
     }
 
     pub fn append_message(&mut self, message: &AgentMessage) -> Result<String, String> {
-        self.append("message", json!({ "message": message }))
+        #[derive(serde::Serialize)]
+        struct MessageFields<'a> {
+            message: &'a AgentMessage,
+        }
+        self.append("message", MessageFields { message })
     }
 
     /// Sets the title in the header, rewriting the file atomically when it exists.
@@ -233,57 +255,80 @@ fn rewrite_header(path: &Path, header: &Value) -> Result<(), String> {
     result.map_err(|e| format!("cannot rewrite {}: {e}", path.display()))
 }
 
-/// One parsed entry line.
-/// The raw line is kept and parsed again only for the entries that are needed (the current
-/// path): holding every entry as a JSON tree costs about ten times the file size.
-struct Entry {
+/// One entry of a session file: the fields every entry has, and what the reader kept of the rest.
+struct Entry<B> {
     id: String,
     parent: Option<String>,
     kind: String,
-    line: Vec<u8>,
+    body: B,
 }
 
-impl Entry {
-    fn value(&self) -> Value {
-        serde_json::from_slice(&self.line).unwrap_or(Value::Null)
-    }
-
-    fn message(&self) -> Result<AgentMessage, serde_json::Error> {
-        #[derive(serde::Deserialize)]
-        struct MessageLine {
-            message: AgentMessage,
-        }
-        serde_json::from_slice::<MessageLine>(&self.line).map(|m| m.message)
-    }
-
-    fn is_user_message(&self) -> bool {
-        self.kind == "message" && self.value()["message"]["role"] == "user"
-    }
-}
-
-/// The fields every entry line has.
+/// The fields every entry line has; a message is left as raw JSON for the caller to read.
 #[derive(serde::Deserialize)]
-struct Head {
+struct Head<'a> {
     #[serde(rename = "type", default)]
     kind: String,
     #[serde(default)]
     id: Option<String>,
     #[serde(rename = "parentId", default)]
     parent: Option<String>,
+    #[serde(borrow, default)]
+    message: Option<&'a RawValue>,
 }
 
-/// Reads every entry of a session file, streaming; a torn last line is skipped.
-fn read_entries(path: &Path) -> Result<(Value, Vec<Entry>, bool), String> {
+impl Head<'_> {
+    fn is_user_message(&self) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Role<'a> {
+            #[serde(borrow)]
+            role: Option<std::borrow::Cow<'a, str>>,
+        }
+        self.kind == "message"
+            && self
+                .message
+                .and_then(|m| serde_json::from_str::<Role>(m.get()).ok())
+                .is_some_and(|r| r.role.as_deref() == Some("user"))
+    }
+}
+
+/// Reads an entry line's head and keeps what `keep` makes of it.
+fn entry_with<B>(
+    line: &[u8],
+    keep: impl FnOnce(&Head, &[u8]) -> B,
+) -> serde_json::Result<Entry<B>> {
+    let head: Head = serde_json::from_slice(line)?;
+    let body = keep(&head, line);
+    Ok(Entry {
+        id: head.id.unwrap_or_default(),
+        parent: head.parent,
+        kind: head.kind,
+        body,
+    })
+}
+
+/// Streams a session file: checks the header, then hands each entry line to `parse`. A line that
+/// does not parse is a torn write when it is the last one (skipped with a warning) and
+/// corruption anywhere else.
+fn read_entries<B>(
+    path: &Path,
+    mut parse: impl FnMut(&[u8]) -> serde_json::Result<Entry<B>>,
+) -> Result<(Value, Vec<Entry<B>>, bool), String> {
     let file =
         File::open(path).map_err(|e| format!("cannot open session {}: {e}", path.display()))?;
-    let mut lines = BufReader::with_capacity(256 * 1024, file)
-        .split(b'\n')
-        .peekable();
-    let first = lines
-        .next()
-        .ok_or(format!("{} is empty, not a session file", path.display()))?
-        .map_err(|e| e.to_string())?;
-    let header: Value = serde_json::from_slice(&first)
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let mut line = Vec::new();
+    let read = |reader: &mut BufReader<File>, line: &mut Vec<u8>| {
+        line.clear();
+        let n = reader.read_until(b'\n', line).map_err(|e| e.to_string())?;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        Ok::<bool, String>(n > 0)
+    };
+    if !read(&mut reader, &mut line)? {
+        return Err(format!("{} is empty, not a session file", path.display()));
+    }
+    let header: Value = serde_json::from_slice(&line)
         .map_err(|e| format!("{} is not a session file: {e}", path.display()))?;
     if header["type"] != "session" {
         return Err(format!(
@@ -292,77 +337,111 @@ fn read_entries(path: &Path) -> Result<(Value, Vec<Entry>, bool), String> {
         ));
     }
     let mut entries = Vec::new();
-    let mut torn = false;
+    // A line that did not parse: an error unless it turns out to be the last one.
+    let mut unparsed: Option<(usize, usize, serde_json::Error)> = None;
     let mut n = 1;
-    while let Some(line) = lines.next() {
+    while read(&mut reader, &mut line)? {
         n += 1;
-        let line = line.map_err(|e| e.to_string())?;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<Head>(&line) {
-            Ok(head) => {
-                let id = head.id.unwrap_or_default();
-                entries.push(Entry {
-                    id,
-                    parent: head.parent,
-                    kind: head.kind,
-                    line,
-                });
-            }
-            Err(_) if lines.peek().is_none() => {
-                log::warn!(
-                    "{}: skipping a torn last line ({} bytes)",
-                    path.display(),
-                    line.len()
-                );
-                torn = true;
-            }
-            Err(e) => return Err(format!("{} is corrupt at line {n}: {e}", path.display())),
+        if let Some((at, _, e)) = unparsed.take() {
+            return Err(format!("{} is corrupt at line {at}: {e}", path.display()));
+        }
+        match parse(&line) {
+            Ok(entry) => entries.push(entry),
+            Err(e) => unparsed = Some((n, line.len(), e)),
         }
     }
-    Ok((header, entries, torn))
+    if let Some((_, len, _)) = unparsed {
+        log::warn!(
+            "{}: skipping a torn last line ({len} bytes)",
+            path.display()
+        );
+    }
+    Ok((header, entries, unparsed.is_some()))
+}
+
+/// What `load` keeps of an entry: a message parsed in the same pass, anything else as a value.
+enum Loadable {
+    Message(Option<AgentMessage>),
+    Other(Value),
+}
+
+/// Reads a message entry in one pass; anything else (other entry types, message shapes gjc does
+/// not know) is read head first, and an unknown message is skipped with a warning.
+fn loadable(line: &[u8]) -> serde_json::Result<Entry<Loadable>> {
+    #[derive(serde::Deserialize)]
+    struct MessageEntry {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(default)]
+        id: Option<String>,
+        #[serde(rename = "parentId", default)]
+        parent: Option<String>,
+        message: AgentMessage,
+    }
+    if let Ok(e) = serde_json::from_slice::<MessageEntry>(line) {
+        if e.kind == "message" {
+            return Ok(Entry {
+                id: e.id.unwrap_or_default(),
+                parent: e.parent,
+                kind: e.kind,
+                body: Loadable::Message(Some(e.message)),
+            });
+        }
+    }
+    entry_with(line, |head, line| match head.message {
+        Some(raw) if head.kind == "message" => Loadable::Message(
+            serde_json::from_str(raw.get())
+                .map_err(|err| {
+                    let id = head.id.as_deref().unwrap_or("");
+                    log::warn!("skipping entry {id} of an unknown message shape: {err}");
+                })
+                .ok(),
+        ),
+        _ => Loadable::Other(serde_json::from_slice(line).unwrap_or(Value::Null)),
+    })
 }
 
 /// Loads a session: the context is the path from the last entry back to the root.
 pub fn load(path: &Path) -> Result<Loaded, String> {
-    let (header, entries, torn) = read_entries(path)?;
-    let ids = entries.iter().map(|e| e.id.clone()).collect();
+    let (header, mut entries, torn) = read_entries(path, loadable)?;
     let leaf = entries.last().map(|e| e.id.clone());
-    let path_entries = path_to(&entries, leaf.as_deref());
-    let (mut model, mut thinking) = (None, None);
-    let mut messages = Vec::new();
-    let mut message_ids: Vec<Option<String>> = Vec::new();
-    // Entry id → index in `messages`, to find where a compaction's kept region starts.
-    let mut kept_index: HashMap<String, usize> = HashMap::new();
-    for e in path_entries {
-        kept_index.insert(e.id.clone(), messages.len());
-        let value = if e.kind == "message" {
-            Value::Null
-        } else {
-            e.value()
-        };
-        match Some(e.kind.as_str()) {
-            Some("message") => match e.message() {
-                Ok(m) => {
-                    messages.push(m);
-                    message_ids.push(Some(e.id.clone()));
-                }
-                Err(err) => {
-                    log::warn!("skipping entry {} of an unknown message shape: {err}", e.id)
-                }
-            },
-            Some("model_change") => model = value["model"].as_str().map(str::to_string),
-            Some("thinking_level_change") => {
-                thinking = value["thinkingLevel"].as_str().map(str::to_string)
+    let path_indices = path_to(&entries, leaf.as_deref());
+    // Compactions name the entry their kept region starts at; only those ids need positions.
+    let first_kept: HashSet<String> = path_indices
+        .iter()
+        .filter_map(|&i| match &entries[i].body {
+            Loadable::Other(v) if entries[i].kind == "compaction" => {
+                v["firstKeptEntryId"].as_str().map(str::to_string)
             }
-            Some("compaction") => {
+            _ => None,
+        })
+        .collect();
+    let (mut model, mut thinking) = (None, None);
+    let mut messages = Vec::with_capacity(path_indices.len());
+    let mut message_ids: Vec<Option<String>> = Vec::with_capacity(path_indices.len());
+    let mut kept_index: HashMap<String, usize> = HashMap::new();
+    for i in path_indices {
+        let e = &mut entries[i];
+        if first_kept.contains(&e.id) {
+            kept_index.insert(e.id.clone(), messages.len());
+        }
+        let body = std::mem::replace(&mut e.body, Loadable::Other(Value::Null));
+        match (e.kind.as_str(), body) {
+            ("message", Loadable::Message(Some(m))) => {
+                messages.push(m);
+                message_ids.push(Some(e.id.clone()));
+            }
+            ("model_change", Loadable::Other(v)) => model = v["model"].as_str().map(str::to_string),
+            ("thinking_level_change", Loadable::Other(v)) => {
+                thinking = v["thinkingLevel"].as_str().map(str::to_string)
+            }
+            ("compaction", Loadable::Other(v)) => {
                 // Only the messages from firstKeptEntryId on survive a compaction.
-                let first_kept = value["firstKeptEntryId"].as_str().unwrap_or("");
-                let kept_from = kept_index
-                    .get(first_kept)
-                    .copied()
-                    .unwrap_or(messages.len());
+                let first = v["firstKeptEntryId"].as_str().unwrap_or("");
+                let kept_from = kept_index.get(first).copied().unwrap_or(messages.len());
                 let kept: Vec<AgentMessage> = messages.drain(kept_from..).collect();
                 let kept_ids: Vec<Option<String>> = message_ids
                     .drain(kept_from.min(message_ids.len())..)
@@ -373,12 +452,17 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
                 message_ids.extend(kept_ids);
                 messages.push(AgentMessage::CompactionSummary(
                     crate::protocol::message::CompactionSummaryMessage {
-                        summary: value["summary"].as_str().unwrap_or("").to_string(),
-                        tokens_before: value["tokensBefore"].as_u64().unwrap_or(0),
+                        summary: v["summary"].as_str().unwrap_or("").to_string(),
+                        tokens_before: v["tokensBefore"].as_u64().unwrap_or(0),
                         timestamp: 0,
                     },
                 ));
                 messages.extend(kept);
+                // Kept entries now count from just after the summary; the rest were summarised.
+                kept_index.retain(|_, pos| *pos >= kept_from);
+                kept_index
+                    .values_mut()
+                    .for_each(|pos| *pos = *pos - kept_from + 1);
             }
             _ => {}
         }
@@ -390,19 +474,26 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
         model,
         thinking,
         leaf,
-        ids,
+        ids: entries.into_iter().map(|e| e.id).collect(),
         skipped_torn_line: torn,
     })
 }
 
-/// The entries from the root to `leaf`, in order.
-fn path_to<'a>(entries: &'a [Entry], leaf: Option<&str>) -> Vec<&'a Entry> {
-    let by_id: HashMap<&str, &Entry> = entries.iter().map(|e| (e.id.as_str(), e)).collect();
+/// The indices of the entries from the root to `leaf`, in order.
+fn path_to<B>(entries: &[Entry<B>], leaf: Option<&str>) -> Vec<usize> {
+    let by_id: HashMap<&str, usize> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.id.as_str(), i))
+        .collect();
     let mut out = Vec::new();
     let mut cur = leaf.and_then(|l| by_id.get(l).copied());
-    while let Some(e) = cur {
-        out.push(e);
-        cur = e.parent.as_deref().and_then(|p| by_id.get(p).copied());
+    while let Some(i) = cur {
+        out.push(i);
+        cur = entries[i]
+            .parent
+            .as_deref()
+            .and_then(|p| by_id.get(p).copied());
         if out.len() > entries.len() {
             break;
         }
@@ -413,15 +504,21 @@ fn path_to<'a>(entries: &'a [Entry], leaf: Option<&str>) -> Vec<&'a Entry> {
 
 /// Every user message entry in the file (all branches, file order) with non-empty text.
 pub fn user_messages(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let (_, entries, _) = read_entries(path)?;
+    let (_, entries, _) = read_entries(path, |line| {
+        entry_with(line, |head, _| {
+            head.is_user_message()
+                .then(|| {
+                    head.message
+                        .and_then(|m| serde_json::from_str::<Value>(m.get()).ok())
+                })
+                .flatten()
+        })
+    })?;
     Ok(entries
-        .iter()
-        .filter(|e| e.kind == "message")
-        .map(|e| (e, e.value()))
-        .filter(|(_, v)| v["message"]["role"] == "user")
-        .filter_map(|(e, v)| {
-            let text = message_text(&v["message"]);
-            (!text.is_empty()).then(|| (e.id.clone(), text))
+        .into_iter()
+        .filter_map(|e| {
+            let text = message_text(&e.body?);
+            (!text.is_empty()).then_some((e.id, text))
         })
         .collect())
 }
@@ -447,14 +544,31 @@ pub fn branch(
     new_id: &str,
     cwd: &Path,
 ) -> Result<(PathBuf, String), String> {
-    let (_, entries, _) = read_entries(path)?;
-    let target = entries
+    struct Kept {
+        /// Copied to the new file as written.
+        line: Vec<u8>,
+        user_message: Option<Value>,
+    }
+    let (_, entries, _) = read_entries(path, |line| {
+        entry_with(line, |head, line| Kept {
+            line: line.to_vec(),
+            user_message: head
+                .is_user_message()
+                .then(|| {
+                    head.message
+                        .and_then(|m| serde_json::from_str(m.get()).ok())
+                })
+                .flatten(),
+        })
+    })?;
+    let Some((target, message)) = entries
         .iter()
-        .find(|e| e.id == entry_id && e.is_user_message());
-    let Some(target) = target else {
+        .filter(|e| e.id == entry_id)
+        .find_map(|e| Some((e, e.body.user_message.as_ref()?)))
+    else {
         return Err("Invalid entry ID for branching".into());
     };
-    let text = message_text(&target.value()["message"]);
+    let text = message_text(message);
     let kept = path_to(&entries, target.parent.as_deref());
     let mut store = Store::create(dir, new_id, cwd, Some(&path.display().to_string()));
     store.ensure_on_disk()?;
@@ -463,8 +577,8 @@ pub fn branch(
         .append(true)
         .open(&new_path)
         .map_err(|e| e.to_string())?;
-    for e in kept {
-        let mut line = e.line.clone();
+    for i in kept {
+        let mut line = entries[i].body.line.clone();
         line.push(b'\n');
         file.write_all(&line)
             .map_err(|e| format!("cannot write {}: {e}", new_path.display()))?;

@@ -14,6 +14,9 @@ use crate::protocol::{AgentEvent, Outbound};
 /// Event frames carry this protocol version.
 pub const PROTOCOL_VERSION: u32 = 2;
 
+/// The frame buffer is reused; past this capacity it is given back after the frame.
+const BUF_KEEP: usize = 1 << 20;
+
 pub struct Writer<W: Write> {
     out: std::io::BufWriter<W>,
     session_id: String,
@@ -61,9 +64,9 @@ impl<W: Write> Writer<W> {
     /// Writes frames until every sender is gone or stdout fails. Returns the write error, if any.
     pub fn run(mut self, frames: Receiver<Outbound>) -> std::io::Result<()> {
         while let Ok(frame) = frames.recv() {
-            self.write(&frame)?;
+            self.write_owned(frame)?;
             while let Ok(frame) = frames.try_recv() {
-                self.write(&frame)?;
+                self.write_owned(frame)?;
             }
             self.out.flush()?;
         }
@@ -81,6 +84,18 @@ impl<W: Write> Writer<W> {
         escape_line_separators(&mut self.buf);
         self.buf.push(b'\n');
         self.out.write_all(&self.buf)
+    }
+
+    /// Writes a frame and drops it. After an outsized one (a long `get_messages`), the buffer
+    /// and the frame's memory go back to the system instead of staying resident for good.
+    fn write_owned(&mut self, frame: Outbound) -> std::io::Result<()> {
+        self.write(&frame)?;
+        drop(frame);
+        if self.buf.capacity() > BUF_KEEP {
+            self.buf = Vec::with_capacity(4096);
+            crate::memory::release_free_pages();
+        }
+        Ok(())
     }
 
     fn encode_event(&mut self, event: &AgentEvent) -> std::io::Result<()> {
@@ -128,28 +143,28 @@ impl<W: Write> Writer<W> {
 
 /// JSON allows raw U+2028/U+2029 in strings, but JavaScript line readers split on them. They can
 /// only occur inside strings here, so replacing their UTF-8 bytes with escapes keeps the JSON valid.
+/// Frames can be megabytes (`get_messages`), so the scan jumps between 0xE2 lead bytes.
 fn escape_line_separators(buf: &mut Vec<u8>) {
-    if !buf.windows(2).any(|w| w == [0xe2, 0x80]) {
+    let is_separator = |at: usize| matches!(buf.get(at..at + 3), Some([0xe2, 0x80, 0xa8 | 0xa9]));
+    let Some(first) = memchr::memchr_iter(0xe2, buf).find(|&i| is_separator(i)) else {
         return;
-    }
+    };
     let mut out = Vec::with_capacity(buf.len() + 16);
-    let mut i = 0;
+    out.extend_from_slice(&buf[..first]);
+    let mut i = first;
     while i < buf.len() {
-        if buf[i] == 0xe2
-            && i + 2 < buf.len()
-            && buf[i + 1] == 0x80
-            && (buf[i + 2] == 0xa8 || buf[i + 2] == 0xa9)
-        {
+        if is_separator(i) {
             out.extend_from_slice(if buf[i + 2] == 0xa8 {
                 b"\\u2028"
             } else {
                 b"\\u2029"
             });
             i += 3;
-        } else {
-            out.push(buf[i]);
-            i += 1;
+            continue;
         }
+        let next = memchr::memchr(0xe2, &buf[i + 1..]).map_or(buf.len(), |n| i + 1 + n);
+        out.extend_from_slice(&buf[i..next]);
+        i = next;
     }
     *buf = out;
 }
@@ -196,7 +211,7 @@ mod tests {
 
     #[test]
     fn line_separators_are_escaped() {
-        let r = Response::err(None, "parse", "a\u{2028}b\u{2029}c");
+        let r = Response::err(None, "parse", "a\u{2028}b\u{2029}c\u{20ac}\u{2028}");
         let mut out = Vec::new();
         {
             let mut w = Writer::new(&mut out, "s".into());
@@ -204,8 +219,8 @@ mod tests {
             w.out.flush().unwrap();
         }
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains(r"a\u2028b\u2029c"), "{text}");
+        assert!(text.contains("a\\u2028b\\u2029c\u{20ac}\\u2028"), "{text}");
         let v: Value = serde_json::from_str(text.trim_end()).unwrap();
-        assert_eq!(v["error"], "a\u{2028}b\u{2029}c");
+        assert_eq!(v["error"], "a\u{2028}b\u{2029}c\u{20ac}\u{2028}");
     }
 }

@@ -16,6 +16,7 @@ pub struct Gjc {
 }
 
 pub struct GjcBuilder {
+    user: Option<(u32, u32)>,
     args: Vec<String>,
     envs: Vec<(String, String)>,
     base_url: Option<String>,
@@ -24,6 +25,7 @@ pub struct GjcBuilder {
 
 pub fn gjc() -> GjcBuilder {
     GjcBuilder {
+        user: None,
         args: Vec::new(),
         envs: Vec::new(),
         base_url: None,
@@ -46,6 +48,16 @@ impl GjcBuilder {
     /// base URL, each with a model `m` (reasoning) and key `test-key`.
     pub fn provider(mut self, base_url: &str) -> Self {
         self.base_url = Some(base_url.to_string());
+        self
+    }
+
+    /// Runs gjc as an unprivileged user when the tests run as root, so that file modes apply to
+    /// it; its folders are opened up for that user.
+    pub fn unprivileged(mut self) -> Self {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            self.user = Some((65534, 65534));
+        }
         self
     }
 
@@ -85,6 +97,13 @@ impl GjcBuilder {
             builder = builder.env(k, v);
         }
         builder = builder.args(&self.args);
+        if let Some((uid, gid)) = self.user {
+            for dir in [home.path(), &agent, &project] {
+                std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+                    .unwrap();
+            }
+            builder = builder.user(uid, gid);
+        }
         let mut client = builder.spawn().expect("spawn gjc");
         let ready = client.recv(TIMEOUT).expect("ready frame");
         assert_eq!(
