@@ -362,9 +362,10 @@ fn read_entries<B>(
     Ok((header, entries, unparsed.is_some()))
 }
 
-/// What `load` keeps of an entry: a message parsed in the same pass, anything else as a value.
+/// What `load` keeps of an entry: a message parsed in the same pass (boxed, so the entry list
+/// that grows line by line stays small), anything else as a value.
 enum Loadable {
-    Message(Option<AgentMessage>),
+    Message(Option<Box<AgentMessage>>),
     Other(Value),
 }
 
@@ -379,7 +380,7 @@ fn loadable(line: &[u8]) -> serde_json::Result<Entry<Loadable>> {
         id: Option<String>,
         #[serde(rename = "parentId", default)]
         parent: Option<String>,
-        message: AgentMessage,
+        message: Box<AgentMessage>,
     }
     if let Ok(e) = serde_json::from_slice::<MessageEntry>(line) {
         if e.kind == "message" {
@@ -431,7 +432,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
         let body = std::mem::replace(&mut e.body, Loadable::Other(Value::Null));
         match (e.kind.as_str(), body) {
             ("message", Loadable::Message(Some(m))) => {
-                messages.push(m);
+                messages.push(*m);
                 message_ids.push(Some(e.id.clone()));
             }
             ("model_change", Loadable::Other(v)) => model = v["model"].as_str().map(str::to_string),
