@@ -23,8 +23,23 @@ use crate::{exec, host, prompt};
 /// stdout slows the agent down instead of growing a queue).
 const OUT_QUEUE: usize = 256;
 
-/// Runs RPC mode until stdin closes or a signal arrives. Returns the process exit code.
-pub fn run(args: Args) -> i32 {
+/// The process that started gjc, as seen at the top of `main`.
+#[derive(Clone, Copy, Debug)]
+pub struct Parent(libc::pid_t);
+
+impl Parent {
+    pub fn current() -> Parent {
+        // SAFETY: getppid has no preconditions.
+        Parent(unsafe { libc::getppid() })
+    }
+
+    fn is_gone(self) -> bool {
+        Parent::current().0 != self.0
+    }
+}
+
+/// Runs RPC mode until stdin closes, a signal arrives or `parent` dies. Returns the exit code.
+pub fn run(args: Args, parent: Parent) -> i32 {
     let cwd = match resolve_cwd(&args) {
         Ok(c) => c,
         Err(e) => return fatal(&e),
@@ -95,13 +110,19 @@ pub fn run(args: Args) -> i32 {
         session_dir,
         sessions_root,
     };
-    serve(state, &args, session_id)
+    serve(state, &args, session_id, parent)
 }
 
-fn serve(state: Session, args: &Args, session_id: String) -> i32 {
+fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32 {
     let (out_tx, out_rx) = bounded::<Outbound>(OUT_QUEUE);
     let (control_tx, control_rx) = unbounded();
     let (command_tx, command_rx) = unbounded();
+
+    // 0. Signals and the parent watch come first: a host may act as soon as it sees `ready`.
+    // The handlers must exist before the parent-death signal is armed, or that SIGTERM would
+    // kill the process without its shutdown.
+    watch_signals(control_tx.clone());
+    watch_parent(control_tx.clone(), parent);
 
     // 1. The writer, and `ready` as its first frame, before anything can be read.
     let writer_control = control_tx.clone();
@@ -124,8 +145,6 @@ fn serve(state: Session, args: &Args, session_id: String) -> i32 {
         Ok(h) => h,
         Err(e) => return fatal(&format!("cannot start the host thread: {e}")),
     };
-    watch_signals(control_tx.clone());
-    watch_parent(control_tx.clone());
 
     // 3. The session, then the reader.
     let (provider_tx, provider) = bounded(256);
@@ -247,21 +266,19 @@ fn watch_signals(control: Sender<ControlFrame>) {
 }
 
 /// Exits when the parent dies: the kernel's parent-death signal (SIGTERM, handled above) on
-/// Linux, and a check of the parent pid as a fallback for hosts that die without closing stdin.
-fn watch_parent(control: Sender<ControlFrame>) {
+/// Linux, and a poll of the parent pid as a fallback. The signal is armed before the first
+/// check, so a parent that died at any moment since `main` began is caught by one or the other.
+fn watch_parent(control: Sender<ControlFrame>, parent: Parent) {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl with PR_SET_PDEATHSIG only sets a process attribute.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
     }
-    // SAFETY: getppid has no preconditions.
-    let parent = unsafe { libc::getppid() };
     spawn("gjc-parent", move || loop {
-        std::thread::sleep(Duration::from_millis(500));
-        // SAFETY: as above.
-        if unsafe { libc::getppid() } != parent {
+        if parent.is_gone() {
             let _ = control.send(ControlFrame::Shutdown("parent process exited"));
             return;
         }
+        std::thread::sleep(Duration::from_millis(500));
     });
 }

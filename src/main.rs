@@ -3,6 +3,8 @@
 use clap::Parser;
 
 fn main() {
+    // Taken before anything else: a parent that dies during start-up is still noticed.
+    let parent = gjc::app::Parent::current();
     gjc::memory::limit_arenas();
     let args = gjc::cli::Args::parse();
     // Logs never touch stdout, which carries only protocol frames.
@@ -13,5 +15,5 @@ fn main() {
         eprintln!("gjc: {e}");
         std::process::exit(2);
     }
-    std::process::exit(gjc::app::run(args));
+    std::process::exit(gjc::app::run(args, parent));
 }
