@@ -107,7 +107,7 @@ impl SessionLoop {
                 Ok(Some(json!({ "sessions": sessions })))
             }
             Command::ExportHtml(p) => self.export_html(p.output_path.as_deref()),
-            Command::GetSessionStats(_) => Ok(Some(self.state.stats())),
+            Command::GetSessionStats(_) => self.state.stats().map(Some).map_err(ErrorValue::from),
             Command::GetMessages(_) => return self.get_messages(id),
             Command::GetLastAssistantText(_) => Ok(Some(match self.state.last_assistant_text() {
                 Some(t) => json!({ "text": t }),
@@ -182,7 +182,7 @@ impl SessionLoop {
         }
         let continues = !self.is_busy()
             && matches!(
-                self.state.messages.last(),
+                self.state.messages.last().as_deref(),
                 Some(crate::protocol::message::AgentMessage::Assistant(_))
             );
         if continues && self.state.credentials().is_ok() {
@@ -202,23 +202,14 @@ impl SessionLoop {
         self.pending_continuation = Some(first);
     }
 
-    /// Serializes the context straight into the response, without an intermediate JSON tree.
+    /// Serializes the context straight into the response, without an intermediate JSON tree;
+    /// messages still in the session file are copied from it as they are.
     fn get_messages(&mut self, id: Option<Value>) {
-        #[derive(serde::Serialize)]
-        struct Messages<'a> {
-            messages: &'a [crate::protocol::message::AgentMessage],
-        }
-        let data = serde_json::value::to_raw_value(&Messages {
-            messages: &self.state.messages,
-        });
-        self.respond(match data {
+        self.respond(match self.state.messages.to_json() {
             Ok(raw) => Response::ok_raw(id, "get_messages", Some(raw)),
-            Err(e) => Response::err(
-                id,
-                "get_messages",
-                format!("cannot encode the messages: {e}"),
-            ),
+            Err(e) => Response::err(id, "get_messages", e),
         });
+        crate::memory::release_free_pages();
     }
 
     /// `compact`: aborts a run, then summarises; the response comes when the summary is written.
@@ -270,7 +261,7 @@ impl SessionLoop {
         } else {
             super::store::Store::in_memory(&id, &self.state.cwd)
         };
-        self.reset(id, store, Vec::new(), Vec::new(), None);
+        self.reset(id, store, Default::default(), None);
         Ok(Some(json!({ "cancelled": false })))
     }
 
@@ -279,8 +270,7 @@ impl SessionLoop {
         &mut self,
         id: String,
         store: super::store::Store,
-        messages: Vec<crate::protocol::message::AgentMessage>,
-        entry_ids: Vec<Option<String>>,
+        messages: super::context::Context,
         name: Option<String>,
     ) {
         // The previous session's spilled command outputs go with it.
@@ -288,16 +278,9 @@ impl SessionLoop {
         self.state.id = id;
         self.state.store = store;
         self.state.messages = messages;
-        self.state.entry_ids = entry_ids;
         self.state.name = name;
         self.state.queues.clear();
         self.state.todos.clear();
-        self.state.usage = Default::default();
-        for m in &self.state.messages {
-            if let crate::protocol::message::AgentMessage::Assistant(a) = m {
-                self.state.usage.add(&a.usage);
-            }
-        }
     }
 
     /// Opens another session file. A missing or corrupt file leaves the current session as it was.
@@ -319,7 +302,7 @@ impl SessionLoop {
         if let Some(level) = loaded.thinking.as_deref() {
             self.state.thinking = catalog::clamp_thinking(level, self.state.model.as_ref());
         }
-        self.reset(id, store, loaded.messages, loaded.message_ids, name);
+        self.reset(id, store, loaded.context, name);
         crate::memory::release_free_pages();
         Ok(Some(json!({ "cancelled": false })))
     }
@@ -376,7 +359,8 @@ impl SessionLoop {
             .name
             .clone()
             .unwrap_or_else(|| format!("gjc session {}", self.state.id));
-        let html = crate::export_html::render(&title, &self.state.id, &self.state.messages);
+        let messages = self.state.messages.messages().map_err(ErrorValue::from)?;
+        let html = crate::export_html::render(&title, &self.state.id, messages);
         if let Some(dir) = target.parent() {
             std::fs::create_dir_all(dir)
                 .map_err(|e| ErrorValue::from(format!("cannot create {}: {e}", dir.display())))?;

@@ -159,14 +159,14 @@ impl SessionLoop {
             return Err("Already compacted".into());
         }
         let (model, api_key) = self.state.credentials()?;
-        let cut = cut_point(&self.state.messages, keep_tokens())
+        let cut = cut_point(self.state.messages.messages()?, keep_tokens())
             .ok_or("Nothing to compact (session too small)")?;
         let tokens_before = self
             .state
             .context_usage()
             .and_then(|u| u["tokens"].as_u64())
             .unwrap_or(0);
-        let prompt = summary_prompt(&self.state.messages[..cut], custom);
+        let prompt = summary_prompt(&self.state.messages.messages()?[..cut], custom);
         let request = ProviderRequest {
             model: model.clone(),
             api_key,
@@ -293,34 +293,31 @@ impl SessionLoop {
         cut: usize,
         tokens_before: u64,
     ) -> Result<Value, String> {
-        let first_kept = self
-            .state
-            .entry_ids
-            .get(cut)
-            .cloned()
-            .flatten()
-            .unwrap_or_default();
+        let (messages, ids) = self.state.messages.parts_mut()?;
+        let first_kept = ids.get(cut).cloned().flatten().unwrap_or_default();
+        if cut > messages.len() {
+            return Err("The context changed while it was being summarised".into());
+        }
         let entry = json!({"summary": summary, "firstKeptEntryId": first_kept, "tokensBefore": tokens_before});
         let entry_id = self
             .state
             .store
             .append("compaction", entry)
             .map_err(|e| format!("Cannot save the compaction: {e}"))?;
-        let kept: Vec<AgentMessage> = self.state.messages.drain(cut..).collect();
-        let kept_ids: Vec<Option<String>> = self
-            .state
-            .entry_ids
-            .drain(cut.min(self.state.entry_ids.len())..)
-            .collect();
+        let (messages, ids) = self.state.messages.parts_mut()?;
+        let kept: Vec<AgentMessage> = messages.drain(cut..).collect();
+        let kept_ids: Vec<Option<String>> = ids.drain(cut.min(ids.len())..).collect();
         let summary_message = CompactionSummaryMessage {
             summary: summary.to_string(),
             tokens_before,
             timestamp: crate::ids::now_ms(),
         };
-        self.state.messages = std::iter::once(AgentMessage::CompactionSummary(summary_message))
-            .chain(kept)
-            .collect();
-        self.state.entry_ids = std::iter::once(Some(entry_id)).chain(kept_ids).collect();
+        self.state.messages = super::context::Context::from_messages(
+            std::iter::once(AgentMessage::CompactionSummary(summary_message))
+                .chain(kept)
+                .collect(),
+            std::iter::once(Some(entry_id)).chain(kept_ids).collect(),
+        );
         Ok(
             json!({"summary": summary, "firstKeptEntryId": first_kept, "tokensBefore": tokens_before}),
         )

@@ -8,6 +8,7 @@
 
 pub mod commands;
 pub mod compaction;
+pub mod context;
 pub mod queue;
 pub mod retry;
 pub mod run;

@@ -125,8 +125,7 @@ impl SessionLoop {
             self.write_selection();
         }
         let entry_id = self.state.store.append_message(&message);
-        self.state.entry_ids.push(entry_id.as_ref().ok().cloned());
-        if let Err(e) = entry_id {
+        if let Err(e) = &entry_id {
             log::error!("{e}");
             if first_error {
                 let message = format!("The session is not being saved: {e}");
@@ -140,7 +139,7 @@ impl SessionLoop {
         if let Some(run) = &mut self.run {
             run.produced.push(message.clone());
         }
-        self.state.messages.push(message);
+        self.state.messages.push(message, entry_id.ok());
     }
 
     /// Records the model and thinking level, so a reopened session starts with them.
@@ -160,8 +159,12 @@ impl SessionLoop {
     }
 
     fn request_model(&mut self) {
-        let (model, api_key) = match self.state.credentials() {
-            Ok(c) => c,
+        let ready = self.state.credentials().and_then(|c| {
+            let messages = self.state.messages.messages()?.clone();
+            Ok((c, messages))
+        });
+        let ((model, api_key), messages) = match ready {
+            Ok(r) => r,
             Err(e) => {
                 let mut failed = match &self.state.model {
                     Some(m) => AssistantMessage::empty(m.api.as_str(), &m.provider, &m.id),
@@ -176,7 +179,7 @@ impl SessionLoop {
             model,
             api_key,
             system_prompt: self.state.system_prompt.clone(),
-            messages: self.state.messages.clone(),
+            messages,
             tools: self.state.tools.specs(),
             thinking: self.state.thinking,
             session_id: self.state.id.clone(),
@@ -413,7 +416,6 @@ impl SessionLoop {
                 });
             }
         }
-        self.state.usage.add(&message.usage);
         let calls: VecDeque<ToolCall> = message.tool_calls().cloned().collect();
         if !ok {
             let text = match message.stop_reason {

@@ -23,17 +23,14 @@ pub struct Session {
     pub queues: Queues,
     pub retry: RetryPolicy,
     pub auto_compaction: bool,
-    pub messages: Vec<AgentMessage>,
-    /// The session-file entry id of each message in `messages` (compaction cuts at one).
-    pub entry_ids: Vec<Option<String>>,
+    /// The context's messages and the entries they came from.
+    pub messages: super::context::Context,
     pub todos: Vec<TodoPhase>,
     pub system_prompt: String,
     pub tools: ToolRegistry,
     pub script: Option<Result<Arc<Script>, String>>,
     /// The host's URI schemes (`set_host_uri_schemes`), shared with tool calls.
     pub schemes: Arc<Vec<crate::host::uri::UriScheme>>,
-    /// Usage summed over every assistant message of this session.
-    pub usage: Usage,
     /// The session file (or its in-memory stand-in with `--no-session`).
     pub store: super::store::Store,
     /// Where sessions of this cwd live, and the root of all session folders.
@@ -116,63 +113,73 @@ impl Session {
         if window == 0 {
             return None;
         }
-        let last = self.messages.iter().rposition(|m| {
-            matches!(m, AgentMessage::Assistant(a) if !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted) && a.usage.total_tokens > 0)
+        // Newest first until the last successful reply, whose usage counts everything before it.
+        let (mut base, mut rest) = (None, 0u64);
+        self.messages.scan_back(|m| match m {
+            AgentMessage::Assistant(a)
+                if !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted)
+                    && a.usage.total_tokens > 0 =>
+            {
+                base = Some(a.usage.total_tokens);
+                false
+            }
+            _ => {
+                rest += estimate_tokens(m);
+                true
+            }
         });
-        let (base, rest) = match last {
-            Some(i) => match &self.messages[i] {
-                AgentMessage::Assistant(a) => (a.usage.total_tokens, &self.messages[i + 1..]),
-                _ => (0, &self.messages[..]),
-            },
-            None => ((self.system_prompt.len() / 4) as u64, &self.messages[..]),
-        };
-        let tokens = base + rest.iter().map(estimate_tokens).sum::<u64>();
+        let base = base.unwrap_or((self.system_prompt.len() / 4) as u64);
+        let tokens = base + rest;
         let percent = tokens as f64 / window as f64 * 100.0;
         Some(
             json!({"tokens": tokens, "contextWindow": window, "percent": (percent * 100.0).round() / 100.0}),
         )
     }
 
-    pub fn stats(&self) -> Value {
-        let count = |f: fn(&AgentMessage) -> bool| self.messages.iter().filter(|m| f(m)).count();
-        let tool_calls: usize = self
-            .messages
-            .iter()
-            .map(|m| match m {
-                AgentMessage::Assistant(a) => a.tool_calls().count(),
-                _ => 0,
-            })
-            .sum();
+    pub fn stats(&self) -> Result<Value, String> {
+        let (mut users, mut assistants, mut tool_calls, mut tool_results, mut total) =
+            (0, 0, 0, 0, 0);
         let mut tokens = Usage::default();
-        for m in &self.messages {
-            if let AgentMessage::Assistant(a) = m {
-                tokens.add(&a.usage);
+        self.messages.scan(|m| {
+            total += 1;
+            match m {
+                AgentMessage::User(_) => users += 1,
+                AgentMessage::Assistant(a) => {
+                    assistants += 1;
+                    tool_calls += a.tool_calls().count();
+                    tokens.add(&a.usage);
+                }
+                AgentMessage::ToolResult(_) => tool_results += 1,
+                _ => {}
             }
-        }
-        json!({
+        })?;
+        Ok(json!({
             "sessionFile": self.store.path().map(|p| p.display().to_string()),
             "sessionId": self.id,
-            "userMessages": count(|m| matches!(m, AgentMessage::User(_))),
-            "assistantMessages": count(|m| matches!(m, AgentMessage::Assistant(_))),
+            "userMessages": users,
+            "assistantMessages": assistants,
             "toolCalls": tool_calls,
-            "toolResults": count(|m| matches!(m, AgentMessage::ToolResult(_))),
-            "totalMessages": self.messages.len(),
+            "toolResults": tool_results,
+            "totalMessages": total,
             "tokens": {"input": tokens.input, "output": tokens.output, "cacheRead": tokens.cache_read, "cacheWrite": tokens.cache_write, "total": tokens.total_tokens},
             "cost": tokens.cost.total,
-        })
+        }))
     }
 
     pub fn last_assistant_text(&self) -> Option<String> {
-        self.messages.iter().rev().find_map(|m| match m {
+        let mut found = None;
+        self.messages.scan_back(|m| match m {
             AgentMessage::Assistant(a)
                 if !(a.stop_reason == StopReason::Aborted && a.content.is_empty()) =>
             {
                 let t = a.text();
                 let t = t.trim();
-                (!t.is_empty()).then(|| t.to_string())
+                found = (!t.is_empty()).then(|| t.to_string());
+                found.is_none()
             }
-            _ => None,
-        })
+            _ => true,
+        });
+        found
     }
 }
 

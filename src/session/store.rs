@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+use super::context::{Context, Item, Span};
 use crate::protocol::message::AgentMessage;
 
 pub struct Store {
@@ -31,8 +32,7 @@ pub struct Store {
 #[derive(Debug)]
 pub struct Loaded {
     pub header: Value,
-    pub messages: Vec<AgentMessage>,
-    pub message_ids: Vec<Option<String>>,
+    pub context: Context,
     pub model: Option<String>,
     pub thinking: Option<String>,
     pub leaf: Option<String>,
@@ -311,24 +311,20 @@ fn entry_with<B>(
 /// corruption anywhere else.
 fn read_entries<B>(
     path: &Path,
-    mut parse: impl FnMut(&[u8]) -> serde_json::Result<Entry<B>>,
-) -> Result<(Value, Vec<Entry<B>>, bool), String> {
+    mut parse: impl FnMut(&[u8], u64) -> serde_json::Result<Entry<B>>,
+) -> Result<Entries<B>, String> {
     let file =
         File::open(path).map_err(|e| format!("cannot open session {}: {e}", path.display()))?;
-    let mut reader = BufReader::with_capacity(256 * 1024, file);
-    let mut line = Vec::new();
-    let read = |reader: &mut BufReader<File>, line: &mut Vec<u8>| {
-        line.clear();
-        let n = reader.read_until(b'\n', line).map_err(|e| e.to_string())?;
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        Ok::<bool, String>(n > 0)
+    let mut reader = Lines {
+        reader: BufReader::with_capacity(256 * 1024, file),
+        line: Vec::new(),
+        offset: 0,
+        next: 0,
     };
-    if !read(&mut reader, &mut line)? {
+    if !reader.next()? {
         return Err(format!("{} is empty, not a session file", path.display()));
     }
-    let header: Value = serde_json::from_slice(&line)
+    let header: Value = serde_json::from_slice(&reader.line)
         .map_err(|e| format!("{} is not a session file: {e}", path.display()))?;
     if header["type"] != "session" {
         return Err(format!(
@@ -340,7 +336,8 @@ fn read_entries<B>(
     // A line that did not parse: an error unless it turns out to be the last one.
     let mut unparsed: Option<(usize, usize, serde_json::Error)> = None;
     let mut n = 1;
-    while read(&mut reader, &mut line)? {
+    while reader.next()? {
+        let line = &reader.line;
         n += 1;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -348,7 +345,7 @@ fn read_entries<B>(
         if let Some((at, _, e)) = unparsed.take() {
             return Err(format!("{} is corrupt at line {at}: {e}", path.display()));
         }
-        match parse(&line) {
+        match parse(line, reader.offset) {
             Ok(entry) => entries.push(entry),
             Err(e) => unparsed = Some((n, line.len(), e)),
         }
@@ -359,55 +356,109 @@ fn read_entries<B>(
             path.display()
         );
     }
-    Ok((header, entries, unparsed.is_some()))
+    Ok(Entries {
+        header,
+        entries,
+        torn: unparsed.is_some(),
+        file: reader.reader.into_inner(),
+    })
 }
 
-/// What `load` keeps of an entry: a message parsed in the same pass (boxed, so the entry list
-/// that grows line by line stays small), anything else as a value.
+/// The lines of a file, each with its offset, the newline removed.
+struct Lines {
+    reader: BufReader<File>,
+    line: Vec<u8>,
+    /// Where `line` starts in the file.
+    offset: u64,
+    next: u64,
+}
+
+impl Lines {
+    fn next(&mut self) -> Result<bool, String> {
+        self.line.clear();
+        let n = self
+            .reader
+            .read_until(b'\n', &mut self.line)
+            .map_err(|e| e.to_string())?;
+        self.offset = self.next;
+        self.next += n as u64;
+        if self.line.last() == Some(&b'\n') {
+            self.line.pop();
+        }
+        Ok(n > 0)
+    }
+}
+
+/// A session file read through: its header, its entries, whether a torn last line was skipped,
+/// and the file, still open.
+struct Entries<B> {
+    header: Value,
+    entries: Vec<Entry<B>>,
+    torn: bool,
+    file: File,
+}
+
+/// What `load` keeps of an entry: where a message sits in the file (or the message, when its
+/// role could not be seen without parsing it), anything else as a value.
 enum Loadable {
-    Message(Option<Box<AgentMessage>>),
+    Message(Option<Item>),
     Other(Value),
 }
 
-/// Reads a message entry in one pass; anything else (other entry types, message shapes gjc does
-/// not know) is read head first, and an unknown message is skipped with a warning.
-fn loadable(line: &[u8]) -> serde_json::Result<Entry<Loadable>> {
-    #[derive(serde::Deserialize)]
-    struct MessageEntry {
-        #[serde(rename = "type")]
-        kind: String,
-        #[serde(default)]
-        id: Option<String>,
-        #[serde(rename = "parentId", default)]
-        parent: Option<String>,
-        message: Box<AgentMessage>,
-    }
-    if let Ok(e) = serde_json::from_slice::<MessageEntry>(line) {
-        if e.kind == "message" {
-            return Ok(Entry {
-                id: e.id.unwrap_or_default(),
-                parent: e.parent,
-                kind: e.kind,
-                body: Loadable::Message(Some(e.message)),
-            });
-        }
-    }
+/// The roles gjc reads (`AgentMessage`'s tags).
+const ROLES: [&str; 5] = [
+    "user",
+    "assistant",
+    "toolResult",
+    "bashExecution",
+    "compactionSummary",
+];
+
+/// Reads an entry's head; a message's body is only checked to be JSON and located, not parsed.
+/// A message whose `role` opens it (gjc and the reference both write it first) is judged by that
+/// role: an unknown one is skipped with a warning, as is a message gjc cannot parse when the
+/// role comes later and the body has to be read to know.
+fn loadable(line: &[u8], offset: u64) -> serde_json::Result<Entry<Loadable>> {
     entry_with(line, |head, line| match head.message {
-        Some(raw) if head.kind == "message" => Loadable::Message(
-            serde_json::from_str(raw.get())
-                .map_err(|err| {
-                    let id = head.id.as_deref().unwrap_or("");
-                    log::warn!("skipping entry {id} of an unknown message shape: {err}");
-                })
-                .ok(),
-        ),
+        Some(raw) if head.kind == "message" => {
+            let id = head.id.as_deref().unwrap_or("");
+            let item = match leading_role(raw.get()) {
+                Some(role) if ROLES.contains(&role) => Some(Item::Stored(Span {
+                    offset: offset + (raw.get().as_ptr() as usize - line.as_ptr() as usize) as u64,
+                    len: raw.get().len(),
+                })),
+                Some(role) => {
+                    log::warn!("skipping entry {id}: gjc does not read {role:?} messages");
+                    None
+                }
+                None => serde_json::from_str(raw.get())
+                    .map(|m| Item::Parsed(Box::new(m)))
+                    .map_err(|err| {
+                        log::warn!("skipping entry {id} of an unknown message shape: {err}")
+                    })
+                    .ok(),
+            };
+            Loadable::Message(item)
+        }
         _ => Loadable::Other(serde_json::from_slice(line).unwrap_or(Value::Null)),
     })
 }
 
+/// The role of a message written as `{"role":"…"` (a plain string, no escapes), if so.
+fn leading_role(json: &str) -> Option<&str> {
+    let rest = json.strip_prefix("{\"role\":\"")?;
+    let end = rest.find(['"', '\\'])?;
+    (rest.as_bytes()[end] == b'"').then(|| &rest[..end])
+}
+
 /// Loads a session: the context is the path from the last entry back to the root.
 pub fn load(path: &Path) -> Result<Loaded, String> {
-    let (header, mut entries, torn) = read_entries(path, loadable)?;
+    let Entries {
+        header,
+        mut entries,
+        torn,
+        file,
+    } = read_entries(path, loadable)?;
     let leaf = entries.last().map(|e| e.id.clone());
     let path_indices = path_to(&entries, leaf.as_deref());
     // Compactions name the entry their kept region starts at; only those ids need positions.
@@ -432,7 +483,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
         let body = std::mem::replace(&mut e.body, Loadable::Other(Value::Null));
         match (e.kind.as_str(), body) {
             ("message", Loadable::Message(Some(m))) => {
-                messages.push(*m);
+                messages.push(m);
                 message_ids.push(Some(e.id.clone()));
             }
             ("model_change", Loadable::Other(v)) => model = v["model"].as_str().map(str::to_string),
@@ -443,7 +494,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
                 // Only the messages from firstKeptEntryId on survive a compaction.
                 let first = v["firstKeptEntryId"].as_str().unwrap_or("");
                 let kept_from = kept_index.get(first).copied().unwrap_or(messages.len());
-                let kept: Vec<AgentMessage> = messages.drain(kept_from..).collect();
+                let kept: Vec<Item> = messages.drain(kept_from..).collect();
                 let kept_ids: Vec<Option<String>> = message_ids
                     .drain(kept_from.min(message_ids.len())..)
                     .collect();
@@ -451,13 +502,13 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
                 message_ids.clear();
                 message_ids.push(Some(e.id.clone()));
                 message_ids.extend(kept_ids);
-                messages.push(AgentMessage::CompactionSummary(
+                messages.push(Item::Parsed(Box::new(AgentMessage::CompactionSummary(
                     crate::protocol::message::CompactionSummaryMessage {
                         summary: v["summary"].as_str().unwrap_or("").to_string(),
                         tokens_before: v["tokensBefore"].as_u64().unwrap_or(0),
                         timestamp: 0,
                     },
-                ));
+                ))));
                 messages.extend(kept);
                 // Kept entries now count from just after the summary; the rest were summarised.
                 kept_index.retain(|_, pos| *pos >= kept_from);
@@ -470,8 +521,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     }
     Ok(Loaded {
         header,
-        messages,
-        message_ids,
+        context: Context::from_file(file, messages, message_ids),
         model,
         thinking,
         leaf,
@@ -505,7 +555,7 @@ fn path_to<B>(entries: &[Entry<B>], leaf: Option<&str>) -> Vec<usize> {
 
 /// Every user message entry in the file (all branches, file order) with non-empty text.
 pub fn user_messages(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let (_, entries, _) = read_entries(path, |line| {
+    let Entries { entries, .. } = read_entries(path, |line, _| {
         entry_with(line, |head, _| {
             head.is_user_message()
                 .then(|| {
@@ -550,7 +600,7 @@ pub fn branch(
         line: Vec<u8>,
         user_message: Option<Value>,
     }
-    let (_, entries, _) = read_entries(path, |line| {
+    let Entries { entries, .. } = read_entries(path, |line, _| {
         entry_with(line, |head, line| Kept {
             line: line.to_vec(),
             user_message: head
@@ -692,7 +742,7 @@ mod tests {
             .unwrap();
         let loaded = load(&path).unwrap();
         assert!(loaded.skipped_torn_line);
-        assert_eq!(loaded.messages.len(), 2);
+        assert_eq!(loaded.context.len(), 2);
         assert_eq!(loaded.thinking.as_deref(), Some("high"));
         assert_eq!(user_messages(&path).unwrap().len(), 2);
     }

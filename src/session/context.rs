@@ -1,0 +1,345 @@
+//! The context: the messages the model is sent next, each with the session-file entry it came
+//! from. After a session is loaded its messages stay in the session file, as byte spans, until
+//! something needs them parsed (a prompt, a compaction, an export). Switching to a long session
+//! and listing its messages therefore costs a scan of the file, not a parse of every message, and
+//! memory holds offsets instead of message trees.
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use serde_json::value::RawValue;
+
+use crate::protocol::message::AgentMessage;
+
+/// Where a message's JSON sits in the session file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub offset: u64,
+    pub len: usize,
+}
+
+/// One message of a context that has not been parsed as a whole yet.
+#[derive(Debug)]
+pub enum Item {
+    /// Boxed: most items of a long context are spans, which should stay small.
+    Parsed(Box<AgentMessage>),
+    Stored(Span),
+}
+
+/// Messages still in the session file. The file is held open: its bytes stay readable at these
+/// offsets even when the header rewrite (`set_session_name`) replaces the file on disk.
+#[derive(Debug)]
+struct Stored {
+    file: File,
+    items: Vec<Item>,
+}
+
+#[derive(Debug, Default)]
+pub struct Context {
+    /// The parsed messages; empty while `stored` holds them.
+    parsed: Vec<AgentMessage>,
+    stored: Option<Stored>,
+    /// The session-file entry id of each message (compaction cuts at one).
+    ids: Vec<Option<String>>,
+}
+
+impl Context {
+    pub fn from_messages(parsed: Vec<AgentMessage>, ids: Vec<Option<String>>) -> Context {
+        debug_assert_eq!(parsed.len(), ids.len());
+        Context {
+            parsed,
+            stored: None,
+            ids,
+        }
+    }
+
+    /// A context whose messages are read from `file` when needed.
+    pub fn from_file(file: File, items: Vec<Item>, ids: Vec<Option<String>>) -> Context {
+        debug_assert_eq!(items.len(), ids.len());
+        Context {
+            parsed: Vec::new(),
+            stored: Some(Stored { file, items }),
+            ids,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    pub fn is_parsed(&self) -> bool {
+        self.stored.is_none()
+    }
+
+    pub fn push(&mut self, message: AgentMessage, id: Option<String>) {
+        match &mut self.stored {
+            Some(s) => s.items.push(Item::Parsed(Box::new(message))),
+            None => self.parsed.push(message),
+        }
+        self.ids.push(id);
+    }
+
+    /// The messages, parsed now if they were still in the file. A stored message that no longer
+    /// parses (the file was damaged after loading) is dropped with a warning, as the loader
+    /// would have done; an unreadable file is an error and leaves the context as it was.
+    pub fn messages(&mut self) -> Result<&mut Vec<AgentMessage>, String> {
+        if let Some(stored) = &self.stored {
+            let bytes = stored.read_all()?;
+            let stored = self.stored.take().expect("checked above");
+            let mut ids = Vec::with_capacity(self.ids.len());
+            for (item, id) in stored.items.into_iter().zip(self.ids.drain(..)) {
+                if let Some(m) = item.into_message(&bytes) {
+                    self.parsed.push(m);
+                    ids.push(id);
+                }
+            }
+            self.ids = ids;
+            crate::memory::release_free_pages();
+        }
+        Ok(&mut self.parsed)
+    }
+
+    /// The messages and their entry ids, parsed (see [`Context::messages`]).
+    pub fn parts_mut(
+        &mut self,
+    ) -> Result<(&mut Vec<AgentMessage>, &mut Vec<Option<String>>), String> {
+        self.messages()?;
+        Ok((&mut self.parsed, &mut self.ids))
+    }
+
+    /// Calls `f` on each message, newest first, parsing stored ones one at a time, until `f`
+    /// returns false. Unreadable messages are skipped.
+    pub fn scan_back(&self, mut f: impl FnMut(&AgentMessage) -> bool) {
+        match &self.stored {
+            None => {
+                for m in self.parsed.iter().rev() {
+                    if !f(m) {
+                        return;
+                    }
+                }
+            }
+            Some(s) => {
+                for item in s.items.iter().rev() {
+                    if let Some(m) = s.read_one(item) {
+                        if !f(&m) {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Calls `f` on each message, oldest first, without keeping parsed copies of stored ones.
+    pub fn scan(&self, mut f: impl FnMut(&AgentMessage)) -> Result<(), String> {
+        match &self.stored {
+            None => self.parsed.iter().for_each(f),
+            Some(s) => {
+                let bytes = s.read_all()?;
+                for item in &s.items {
+                    match item {
+                        Item::Parsed(m) => f(m),
+                        Item::Stored(span) => {
+                            if let Some(m) = parse(slice(&bytes, *span)) {
+                                f(&m)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn last(&self) -> Option<Cow<'_, AgentMessage>> {
+        match &self.stored {
+            None => self.parsed.last().map(Cow::Borrowed),
+            Some(s) => s.read_one(s.items.last()?),
+        }
+    }
+
+    /// `{"messages":[...]}`: stored messages are copied from the file as written (the loader
+    /// checked that each is well-formed JSON), parsed ones serialized.
+    pub fn to_json(&self) -> Result<Box<RawValue>, String> {
+        #[derive(serde::Serialize)]
+        struct Messages<'a> {
+            messages: &'a [AgentMessage],
+        }
+        let Some(s) = &self.stored else {
+            return serde_json::value::to_raw_value(&Messages {
+                messages: &self.parsed,
+            })
+            .map_err(|e| format!("cannot encode the messages: {e}"));
+        };
+        let bytes = s.read_all()?;
+        let size: usize = s
+            .items
+            .iter()
+            .map(|i| match i {
+                Item::Stored(span) => span.len + 1,
+                Item::Parsed(_) => 256,
+            })
+            .sum();
+        let mut out = Vec::with_capacity(size + 16);
+        out.extend_from_slice(b"{\"messages\":[");
+        for (n, item) in s.items.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            match item {
+                Item::Stored(span) => out.extend_from_slice(slice(&bytes, *span)),
+                Item::Parsed(m) => serde_json::to_writer(&mut out, m)
+                    .map_err(|e| format!("cannot encode the messages: {e}"))?,
+            }
+        }
+        out.extend_from_slice(b"]}");
+        drop(bytes);
+        let text =
+            String::from_utf8(out).map_err(|e| format!("cannot encode the messages: {e}"))?;
+        // A second check of bytes the loader already checked: cheap next to a parse, and it keeps
+        // a file changed behind gjc's back from putting a broken line on stdout.
+        RawValue::from_string(text).map_err(|e| format!("the session file changed on disk: {e}"))
+    }
+}
+
+impl Stored {
+    /// The file up to the end of the last stored span, in one read.
+    fn read_all(&self) -> Result<Vec<u8>, String> {
+        let end = self
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Stored(s) => Some(s.offset + s.len as u64),
+                Item::Parsed(_) => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let mut bytes = vec![0; end as usize];
+        self.file
+            .read_exact_at(&mut bytes, 0)
+            .map_err(|e| format!("cannot read the session file again: {e}"))?;
+        Ok(bytes)
+    }
+
+    fn read_one<'a>(&self, item: &'a Item) -> Option<Cow<'a, AgentMessage>> {
+        match item {
+            Item::Parsed(m) => Some(Cow::Borrowed(m)),
+            Item::Stored(span) => {
+                let mut bytes = vec![0; span.len];
+                match self.file.read_exact_at(&mut bytes, span.offset) {
+                    Ok(()) => parse(&bytes).map(Cow::Owned),
+                    Err(e) => {
+                        log::warn!("cannot read the session file again: {e}");
+                        None
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Item {
+    fn into_message(self, bytes: &[u8]) -> Option<AgentMessage> {
+        match self {
+            Item::Parsed(m) => Some(*m),
+            Item::Stored(span) => parse(slice(bytes, span)),
+        }
+    }
+}
+
+fn slice(bytes: &[u8], span: Span) -> &[u8] {
+    &bytes[span.offset as usize..span.offset as usize + span.len]
+}
+
+fn parse(bytes: &[u8]) -> Option<AgentMessage> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| log::warn!("skipping a stored message gjc cannot read: {e}"))
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn user(text: &str) -> AgentMessage {
+        AgentMessage::User(crate::protocol::message::UserMessage::new(text, &[]))
+    }
+
+    /// A file holding `messages` at known spans, with filler around each.
+    fn stored(messages: &[AgentMessage]) -> (tempfile::NamedTempFile, Vec<Item>) {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        let mut items = Vec::new();
+        let mut offset = 0u64;
+        for m in messages {
+            let json = serde_json::to_vec(m).unwrap();
+            file.write_all(b"{\"message\":").unwrap();
+            offset += 11;
+            file.write_all(&json).unwrap();
+            items.push(Item::Stored(Span {
+                offset,
+                len: json.len(),
+            }));
+            file.write_all(b"}\n").unwrap();
+            offset += json.len() as u64 + 2;
+        }
+        (file, items)
+    }
+
+    #[test]
+    fn stored_messages_read_like_parsed_ones() {
+        let messages = vec![user("one"), user("two \u{2028} three")];
+        let (file, items) = stored(&messages);
+        let mut lazy = Context::from_file(file.reopen().unwrap(), items, vec![None, None]);
+        lazy.push(user("four"), Some("e4".into()));
+        let mut all = messages.clone();
+        all.push(user("four"));
+        let eager = Context::from_messages(all.clone(), vec![None, None, Some("e4".into())]);
+
+        assert_eq!(
+            lazy.to_json().unwrap().get(),
+            eager.to_json().unwrap().get()
+        );
+        assert_eq!(lazy.last().as_deref(), Some(&user("four")));
+        let mut seen = Vec::new();
+        lazy.scan_back(|m| {
+            seen.push(m.clone());
+            seen.len() < 2
+        });
+        assert_eq!(seen, vec![user("four"), user("two \u{2028} three")]);
+        let mut count = 0;
+        lazy.scan(|_| count += 1).unwrap();
+        assert_eq!(count, 3);
+
+        assert!(!lazy.is_parsed());
+        assert_eq!(lazy.messages().unwrap(), &all);
+        assert!(lazy.is_parsed());
+        assert_eq!(lazy.len(), 3);
+    }
+
+    #[test]
+    fn a_damaged_stored_message_is_dropped_with_its_id() {
+        let (file, mut items) = stored(&[user("one"), user("two")]);
+        let Item::Stored(span) = items[1] else {
+            unreachable!()
+        };
+        items[1] = Item::Stored(Span {
+            offset: span.offset,
+            len: span.len - 3,
+        });
+        let mut ctx = Context::from_file(
+            file.reopen().unwrap(),
+            items,
+            vec![Some("a".into()), Some("b".into())],
+        );
+        let (messages, ids) = ctx.parts_mut().unwrap();
+        assert_eq!(messages, &vec![user("one")]);
+        assert_eq!(ids, &vec![Some("a".to_string())]);
+        assert!(ctx.to_json().unwrap().get().contains("one"));
+    }
+}
