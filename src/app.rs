@@ -125,6 +125,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
     // 1. The writer, and `ready` as its first frame, before anything can be read.
     let writer_control = control_tx.clone();
     let writer = spawn("gjc-stdout", move || {
+        stdout::widen_pipe();
         let result = stdout::Writer::new(std::io::stdout().lock(), session_id).run(out_rx);
         if let Err(e) = result {
             log::info!("stdout closed: {e}");

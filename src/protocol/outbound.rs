@@ -54,6 +54,25 @@ impl Response {
         }
     }
 
+    /// The response without its `data`, for writers that append a large payload themselves.
+    pub fn head(&self) -> impl Serialize + '_ {
+        #[derive(Serialize)]
+        struct Head<'a> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            id: &'a Option<Value>,
+            #[serde(rename = "type")]
+            kind: &'static str,
+            command: &'a str,
+            success: bool,
+        }
+        Head {
+            id: &self.id,
+            kind: self.kind,
+            command: &self.command,
+            success: self.success,
+        }
+    }
+
     pub fn err(id: Option<Value>, command: &str, error: impl Into<ErrorValue>) -> Response {
         Response {
             id,

@@ -89,16 +89,20 @@ impl Context {
     /// would have done; an unreadable file is an error and leaves the context as it was.
     pub fn messages(&mut self) -> Result<&mut Vec<AgentMessage>, String> {
         if let Some(stored) = &self.stored {
-            let bytes = stored.read_all()?;
-            let stored = self.stored.take().expect("checked above");
-            let mut ids = Vec::with_capacity(self.ids.len());
-            for (item, id) in stored.items.into_iter().zip(self.ids.drain(..)) {
-                if let Some(m) = item.into_message(&bytes) {
-                    self.parsed.push(m);
-                    ids.push(id);
+            let mut window = Window::new(&stored.file);
+            let mut parsed = Vec::with_capacity(stored.items.len());
+            let mut ids = Vec::with_capacity(stored.items.len());
+            for (item, id) in stored.items.iter().zip(&self.ids) {
+                let message = match item {
+                    Item::Parsed(m) => Some(m.as_ref().clone()),
+                    Item::Stored(span) => parse(window.get(*span)?),
+                };
+                if let Some(m) = message {
+                    parsed.push(m);
+                    ids.push(id.clone());
                 }
             }
-            self.ids = ids;
+            (self.parsed, self.ids, self.stored) = (parsed, ids, None);
             crate::memory::release_free_pages();
         }
         Ok(&mut self.parsed)
@@ -140,12 +144,12 @@ impl Context {
         match &self.stored {
             None => self.parsed.iter().for_each(f),
             Some(s) => {
-                let bytes = s.read_all()?;
+                let mut window = Window::new(&s.file);
                 for item in &s.items {
                     match item {
                         Item::Parsed(m) => f(m),
                         Item::Stored(span) => {
-                            if let Some(m) = parse(slice(&bytes, *span)) {
+                            if let Some(m) = parse(window.get(*span)?) {
                                 f(&m)
                             }
                         }
@@ -176,7 +180,7 @@ impl Context {
             })
             .map_err(|e| format!("cannot encode the messages: {e}"));
         };
-        let bytes = s.read_all()?;
+        let mut window = Window::new(&s.file);
         let size: usize = s
             .items
             .iter()
@@ -192,13 +196,12 @@ impl Context {
                 out.push(b',');
             }
             match item {
-                Item::Stored(span) => out.extend_from_slice(slice(&bytes, *span)),
+                Item::Stored(span) => out.extend_from_slice(window.get(*span)?),
                 Item::Parsed(m) => serde_json::to_writer(&mut out, m)
                     .map_err(|e| format!("cannot encode the messages: {e}"))?,
             }
         }
         out.extend_from_slice(b"]}");
-        drop(bytes);
         let text =
             String::from_utf8(out).map_err(|e| format!("cannot encode the messages: {e}"))?;
         // A second check of bytes the loader already checked: cheap next to a parse, and it keeps
@@ -208,24 +211,6 @@ impl Context {
 }
 
 impl Stored {
-    /// The file up to the end of the last stored span, in one read.
-    fn read_all(&self) -> Result<Vec<u8>, String> {
-        let end = self
-            .items
-            .iter()
-            .filter_map(|i| match i {
-                Item::Stored(s) => Some(s.offset + s.len as u64),
-                Item::Parsed(_) => None,
-            })
-            .max()
-            .unwrap_or(0);
-        let mut bytes = vec![0; end as usize];
-        self.file
-            .read_exact_at(&mut bytes, 0)
-            .map_err(|e| format!("cannot read the session file again: {e}"))?;
-        Ok(bytes)
-    }
-
     fn read_one<'a>(&self, item: &'a Item) -> Option<Cow<'a, AgentMessage>> {
         match item {
             Item::Parsed(m) => Some(Cow::Borrowed(m)),
@@ -243,17 +228,57 @@ impl Stored {
     }
 }
 
-impl Item {
-    fn into_message(self, bytes: &[u8]) -> Option<AgentMessage> {
-        match self {
-            Item::Parsed(m) => Some(*m),
-            Item::Stored(span) => parse(slice(bytes, span)),
-        }
-    }
+/// Reads spans through one reused buffer. Spans along a session's path mostly follow each other
+/// in the file, so a long context costs a few large reads and no file-sized allocation.
+struct Window<'a> {
+    file: &'a File,
+    buf: Vec<u8>,
+    /// The file offset of `buf[0]`.
+    start: u64,
 }
 
-fn slice(bytes: &[u8], span: Span) -> &[u8] {
-    &bytes[span.offset as usize..span.offset as usize + span.len]
+impl<'a> Window<'a> {
+    const SIZE: usize = 1 << 20;
+
+    fn new(file: &'a File) -> Window<'a> {
+        Window {
+            file,
+            buf: Vec::new(),
+            start: 0,
+        }
+    }
+
+    fn get(&mut self, span: Span) -> Result<&[u8], String> {
+        let end = span.offset + span.len as u64;
+        if span.offset < self.start || end > self.start + self.buf.len() as u64 {
+            self.fill(span.offset, span.len.max(Self::SIZE))?;
+        }
+        let at = (span.offset - self.start) as usize;
+        if at + span.len > self.buf.len() {
+            return Err("the session file is shorter than when it was loaded".into());
+        }
+        Ok(&self.buf[at..at + span.len])
+    }
+
+    /// Reads up to `len` bytes from `offset` (fewer at the end of the file).
+    fn fill(&mut self, offset: u64, len: usize) -> Result<(), String> {
+        self.buf.resize(len, 0);
+        let mut filled = 0;
+        while filled < len {
+            match self
+                .file
+                .read_at(&mut self.buf[filled..], offset + filled as u64)
+            {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("cannot read the session file again: {e}")),
+            }
+        }
+        self.buf.truncate(filled);
+        self.start = offset;
+        Ok(())
+    }
 }
 
 fn parse(bytes: &[u8]) -> Option<AgentMessage> {
@@ -267,8 +292,11 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    /// A user message with a fixed timestamp, so two calls with one text compare equal.
     fn user(text: &str) -> AgentMessage {
-        AgentMessage::User(crate::protocol::message::UserMessage::new(text, &[]))
+        let mut message = crate::protocol::message::UserMessage::new(text, &[]);
+        message.timestamp = 1_700_000_000_000;
+        AgentMessage::User(message)
     }
 
     /// A file holding `messages` at known spans, with filler around each.

@@ -17,6 +17,10 @@ pub const PROTOCOL_VERSION: u32 = 2;
 /// The frame buffer is reused; past this capacity it is given back after the frame.
 const BUF_KEEP: usize = 1 << 20;
 
+/// Response payloads at least this large are written straight from the response, not copied
+/// into the frame buffer first (`get_messages` of a long session is megabytes).
+const DIRECT_DATA: usize = 64 * 1024;
+
 pub struct Writer<W: Write> {
     out: std::io::BufWriter<W>,
     session_id: String,
@@ -75,6 +79,11 @@ impl<W: Write> Writer<W> {
 
     pub fn write(&mut self, frame: &Outbound) -> std::io::Result<()> {
         self.buf.clear();
+        if let Outbound::Response(r) = frame {
+            if let Some(data) = r.data.as_ref().filter(|d| d.get().len() >= DIRECT_DATA) {
+                return self.write_with_data(r, data.get().as_bytes());
+            }
+        }
         match frame {
             Outbound::Ready => self.buf.extend_from_slice(br#"{"type":"ready"}"#),
             Outbound::Response(r) => serde_json::to_writer(&mut self.buf, r)?,
@@ -96,6 +105,22 @@ impl<W: Write> Writer<W> {
             crate::memory::release_free_pages();
         }
         Ok(())
+    }
+
+    /// A response as its head (`{...,"data":`), its payload escaped on the way out, and `}`.
+    /// The same bytes as serializing the whole response: `data` is its last field when present.
+    fn write_with_data(
+        &mut self,
+        r: &crate::protocol::Response,
+        data: &[u8],
+    ) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.buf, &r.head())?;
+        self.buf.pop();
+        self.buf.extend_from_slice(b",\"data\":");
+        escape_line_separators(&mut self.buf);
+        self.out.write_all(&self.buf)?;
+        for_each_escaped(data, |chunk| self.out.write_all(chunk))?;
+        self.out.write_all(b"}\n")
     }
 
     fn encode_event(&mut self, event: &AgentEvent) -> std::io::Result<()> {
@@ -141,32 +166,56 @@ impl<W: Write> Writer<W> {
     }
 }
 
+/// Asks for a 1 MiB stdout pipe (when stdout is a pipe; best effort, the kernel may refuse): a
+/// multi-megabyte frame then goes out in a few large writes instead of hundreds of 64 KiB turns
+/// with the reader.
+pub fn widen_pipe() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: F_SETPIPE_SZ only resizes the pipe's buffer; on anything else it fails harmlessly.
+    unsafe {
+        libc::fcntl(libc::STDOUT_FILENO, libc::F_SETPIPE_SZ, 1 << 20);
+    }
+}
+
 /// JSON allows raw U+2028/U+2029 in strings, but JavaScript line readers split on them. They can
 /// only occur inside strings here, so replacing their UTF-8 bytes with escapes keeps the JSON valid.
-/// Frames can be megabytes (`get_messages`), so the scan jumps between 0xE2 lead bytes.
 fn escape_line_separators(buf: &mut Vec<u8>) {
-    let is_separator = |at: usize| matches!(buf.get(at..at + 3), Some([0xe2, 0x80, 0xa8 | 0xa9]));
-    let Some(first) = memchr::memchr_iter(0xe2, buf).find(|&i| is_separator(i)) else {
+    if find_separator(buf).is_none() {
         return;
-    };
-    let mut out = Vec::with_capacity(buf.len() + 16);
-    out.extend_from_slice(&buf[..first]);
-    let mut i = first;
-    while i < buf.len() {
-        if is_separator(i) {
-            out.extend_from_slice(if buf[i + 2] == 0xa8 {
-                b"\\u2028"
-            } else {
-                b"\\u2029"
-            });
-            i += 3;
-            continue;
-        }
-        let next = memchr::memchr(0xe2, &buf[i + 1..]).map_or(buf.len(), |n| i + 1 + n);
-        out.extend_from_slice(&buf[i..next]);
-        i = next;
     }
+    let mut out = Vec::with_capacity(buf.len() + 16);
+    for_each_escaped(buf, |chunk| {
+        out.extend_from_slice(chunk);
+        Ok(())
+    })
+    .expect("writing to a Vec does not fail");
     *buf = out;
+}
+
+fn is_separator(bytes: &[u8], at: usize) -> bool {
+    matches!(bytes.get(at..at + 3), Some([0xe2, 0x80, 0xa8 | 0xa9]))
+}
+
+/// Frames can be megabytes, so the scans jump between 0xE2 lead bytes.
+fn find_separator(bytes: &[u8]) -> Option<usize> {
+    memchr::memchr_iter(0xe2, bytes).find(|&i| is_separator(bytes, i))
+}
+
+/// Hands `bytes` to `emit` in chunks, with each line separator replaced by its escape.
+fn for_each_escaped(
+    mut bytes: &[u8],
+    mut emit: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    while let Some(at) = find_separator(bytes) {
+        emit(&bytes[..at])?;
+        emit(if bytes[at + 2] == 0xa8 {
+            b"\\u2028"
+        } else {
+            b"\\u2029"
+        })?;
+        bytes = &bytes[at + 3..];
+    }
+    emit(bytes)
 }
 
 #[cfg(test)]
@@ -207,6 +256,34 @@ mod tests {
         assert_eq!(frames[3]["payload"]["event"]["type"], "turn_start");
         assert_ne!(frames[1]["frame_id"], frames[3]["frame_id"]);
         assert!(frames[2].get("seq").is_none());
+    }
+
+    #[test]
+    fn large_payloads_are_written_as_the_whole_response_would_be() {
+        let text = format!(
+            "{}\u{2028}{}",
+            "x".repeat(DIRECT_DATA),
+            "\u{20ac}".repeat(10)
+        );
+        let data = serde_json::json!({"messages": [text, "a\u{2029}"]});
+        let r = Response::ok(
+            Some(serde_json::json!("id\u{2028}1")),
+            "get_messages",
+            Some(data),
+        );
+        let mut direct = Vec::new();
+        {
+            let mut w = Writer::new(&mut direct, "s".into());
+            w.write(&Outbound::Response(r.clone())).unwrap();
+            w.out.flush().unwrap();
+        }
+        let mut whole = serde_json::to_vec(&r).unwrap();
+        escape_line_separators(&mut whole);
+        whole.push(b'\n');
+        assert_eq!(
+            String::from_utf8(direct).unwrap(),
+            String::from_utf8(whole).unwrap()
+        );
     }
 
     #[test]
