@@ -17,4 +17,4 @@ pub use command::Command;
 pub use decode::{decode_line, Inbound, MAX_LINE_BYTES};
 pub use event::AgentEvent;
 pub use host_reply::HostReply;
-pub use outbound::{FlatFrame, Outbound, Response, TypedError};
+pub use outbound::{Data, FlatFrame, Outbound, Response, TypedError};

@@ -2,6 +2,7 @@
 //! into bytes.
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::event::AgentEvent;
@@ -27,23 +28,52 @@ pub struct Response {
     /// Serialized once, by the thread that built it (large payloads such as `get_messages` never
     /// exist as a JSON tree).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<Box<serde_json::value::RawValue>>,
+    pub data: Option<Data>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
+}
+
+/// A response payload, already JSON text.
+#[derive(Debug, Clone)]
+pub enum Data {
+    /// Text serde_json produced or checked.
+    Checked(Box<RawValue>),
+    /// Text gjc put together from pieces it checked earlier: messages copied from a session file
+    /// that was validated when it was loaded and has not changed since. Checking megabytes again
+    /// would cost more than the copy.
+    Assembled(String),
+}
+
+impl Data {
+    pub fn get(&self) -> &str {
+        match self {
+            Data::Checked(raw) => raw.get(),
+            Data::Assembled(text) => text,
+        }
+    }
+}
+
+impl Serialize for Data {
+    /// The stdout writer writes assembled payloads itself; anything else serializing one gets
+    /// it checked on the way.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Data::Checked(raw) => raw.serialize(s),
+            Data::Assembled(text) => serde_json::from_str::<&RawValue>(text)
+                .map_err(serde::ser::Error::custom)?
+                .serialize(s),
+        }
+    }
 }
 
 impl Response {
     pub fn ok(id: Option<Value>, command: &str, data: Option<Value>) -> Response {
         let data = data.and_then(|d| serde_json::value::to_raw_value(&d).ok());
-        Response::ok_raw(id, command, data)
+        Response::ok_raw(id, command, data.map(Data::Checked))
     }
 
     /// A success whose payload is already serialized.
-    pub fn ok_raw(
-        id: Option<Value>,
-        command: &str,
-        data: Option<Box<serde_json::value::RawValue>>,
-    ) -> Response {
+    pub fn ok_raw(id: Option<Value>, command: &str, data: Option<Data>) -> Response {
         Response {
             id,
             kind: "response",

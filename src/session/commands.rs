@@ -205,10 +205,11 @@ impl SessionLoop {
     /// Serializes the context straight into the response, without an intermediate JSON tree;
     /// messages still in the session file are copied from it as they are.
     fn get_messages(&mut self, id: Option<Value>) {
-        self.respond(match self.state.messages.to_json() {
-            Ok(raw) => Response::ok_raw(id, "get_messages", Some(raw)),
+        let response = match self.state.messages.to_json() {
+            Ok(data) => Response::ok_raw(id, "get_messages", Some(data)),
             Err(e) => Response::err(id, "get_messages", e),
-        });
+        };
+        self.respond(response);
         crate::memory::release_free_pages();
     }
 

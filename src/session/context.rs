@@ -11,6 +11,7 @@ use std::os::unix::fs::FileExt;
 use serde_json::value::RawValue;
 
 use crate::protocol::message::AgentMessage;
+use crate::protocol::Data;
 
 /// Where a message's JSON sits in the session file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +34,32 @@ pub enum Item {
 struct Stored {
     file: File,
     items: Vec<Item>,
+    /// The file as it was when its stored messages were last checked to be JSON: while it still
+    /// looks so, they are copied out without being checked again.
+    checked: Option<Stamp>,
+}
+
+/// What `fstat` says of a file's contents: its size and its last modification and change times.
+/// Any write through any descriptor moves at least one of them, except a same-size write within
+/// the filesystem's timestamp granularity (a clock tick) of the stamp being taken; the cost of
+/// that blind spot is one get_messages of damaged JSON, which the host's parser rejects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    len: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+}
+
+impl Stamp {
+    pub fn of(file: &File) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = file.metadata().ok()?;
+        Some(Stamp {
+            len: m.size(),
+            modified: (m.mtime(), m.mtime_nsec()),
+            changed: (m.ctime(), m.ctime_nsec()),
+        })
+    }
 }
 
 #[derive(Debug, Default)]
@@ -54,12 +81,22 @@ impl Context {
         }
     }
 
-    /// A context whose messages are read from `file` when needed.
-    pub fn from_file(file: File, items: Vec<Item>, ids: Vec<Option<String>>) -> Context {
+    /// A context whose messages are read from `file` when needed. `checked` is the file's stamp
+    /// taken before the reading that checked every stored message.
+    pub fn from_file(
+        file: File,
+        checked: Option<Stamp>,
+        items: Vec<Item>,
+        ids: Vec<Option<String>>,
+    ) -> Context {
         debug_assert_eq!(items.len(), ids.len());
         Context {
             parsed: Vec::new(),
-            stored: Some(Stored { file, items }),
+            stored: Some(Stored {
+                file,
+                items,
+                checked,
+            }),
             ids,
         }
     }
@@ -167,19 +204,21 @@ impl Context {
         }
     }
 
-    /// `{"messages":[...]}`: stored messages are copied from the file as written (the loader
-    /// checked that each is well-formed JSON), parsed ones serialized.
-    pub fn to_json(&self) -> Result<Box<RawValue>, String> {
+    /// `{"messages":[...]}`: stored messages are copied from the file as written, parsed ones
+    /// serialized. The copy is checked again only if the file changed since it last was.
+    pub fn to_json(&mut self) -> Result<Data, String> {
         #[derive(serde::Serialize)]
         struct Messages<'a> {
             messages: &'a [AgentMessage],
         }
-        let Some(s) = &self.stored else {
+        let Some(s) = &mut self.stored else {
             return serde_json::value::to_raw_value(&Messages {
                 messages: &self.parsed,
             })
+            .map(Data::Checked)
             .map_err(|e| format!("cannot encode the messages: {e}"));
         };
+        let stamp = Stamp::of(&s.file);
         let mut window = Window::new(&s.file);
         let size: usize = s
             .items
@@ -202,11 +241,16 @@ impl Context {
             }
         }
         out.extend_from_slice(b"]}");
-        let text =
-            String::from_utf8(out).map_err(|e| format!("cannot encode the messages: {e}"))?;
-        // A second check of bytes the loader already checked: cheap next to a parse, and it keeps
-        // a file changed behind gjc's back from putting a broken line on stdout.
-        RawValue::from_string(text).map_err(|e| format!("the session file changed on disk: {e}"))
+        let changed = || "the session file changed on disk since it was loaded".to_string();
+        let text = String::from_utf8(out).map_err(|_| changed())?;
+        if stamp.is_some() && stamp == s.checked {
+            return Ok(Data::Assembled(text));
+        }
+        // Written to since the last check (by gjc's own appends, usually): check the copy so a
+        // file changed behind gjc's back cannot put a broken line on stdout.
+        let raw = RawValue::from_string(text).map_err(|e| format!("{}: {e}", changed()))?;
+        s.checked = stamp;
+        Ok(Data::Checked(raw))
     }
 }
 
@@ -323,11 +367,11 @@ mod tests {
     fn stored_messages_read_like_parsed_ones() {
         let messages = vec![user("one"), user("two \u{2028} three")];
         let (file, items) = stored(&messages);
-        let mut lazy = Context::from_file(file.reopen().unwrap(), items, vec![None, None]);
+        let mut lazy = Context::from_file(file.reopen().unwrap(), None, items, vec![None, None]);
         lazy.push(user("four"), Some("e4".into()));
         let mut all = messages.clone();
         all.push(user("four"));
-        let eager = Context::from_messages(all.clone(), vec![None, None, Some("e4".into())]);
+        let mut eager = Context::from_messages(all.clone(), vec![None, None, Some("e4".into())]);
 
         assert_eq!(
             lazy.to_json().unwrap().get(),
@@ -362,6 +406,7 @@ mod tests {
         });
         let mut ctx = Context::from_file(
             file.reopen().unwrap(),
+            None,
             items,
             vec![Some("a".into()), Some("b".into())],
         );
@@ -369,5 +414,46 @@ mod tests {
         assert_eq!(messages, &vec![user("one")]);
         assert_eq!(ids, &vec![Some("a".to_string())]);
         assert!(ctx.to_json().unwrap().get().contains("one"));
+    }
+
+    /// Marks `file` as written to: same-size writes within a clock tick leave the times as they
+    /// were, so the test sets them apart by hand.
+    fn touch(file: &File) {
+        let past = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        file.set_modified(past).unwrap();
+    }
+
+    #[test]
+    fn stored_messages_are_checked_again_only_after_the_file_changed() {
+        let (file, items) = stored(&[user("one"), user("two")]);
+        let Item::Stored(second) = items[1] else {
+            unreachable!()
+        };
+        let reader = file.reopen().unwrap();
+        let mut ctx =
+            Context::from_file(reader, Stamp::of(file.as_file()), items, vec![None, None]);
+        assert!(matches!(ctx.to_json().unwrap(), Data::Assembled(_)));
+
+        // A same-size change that is still JSON: checked once, then trusted again.
+        let writer = std::fs::OpenOptions::new()
+            .write(true)
+            .open(file.path())
+            .unwrap();
+        let at = std::fs::read(file.path()).unwrap();
+        let one = at.windows(3).position(|w| w == b"one").unwrap();
+        writer.write_all_at(b"One", one as u64).unwrap();
+        touch(&writer);
+        let Data::Checked(raw) = ctx.to_json().unwrap() else {
+            panic!("a changed file was not checked again")
+        };
+        assert!(raw.get().contains("One"));
+        assert!(matches!(ctx.to_json().unwrap(), Data::Assembled(_)));
+
+        // A change that breaks a message: an error, not a broken line.
+        let last = second.offset + second.len as u64 - 1;
+        writer.write_all_at(b" ", last).unwrap();
+        writer.set_modified(std::time::SystemTime::now()).unwrap();
+        let err = ctx.to_json().unwrap_err();
+        assert!(err.contains("changed on disk"), "{err}");
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use super::context::{Context, Item, Span};
+use super::context::{Context, Item, Span, Stamp};
 use crate::protocol::message::AgentMessage;
 
 pub struct Store {
@@ -315,6 +315,7 @@ fn read_entries<B>(
 ) -> Result<Entries<B>, String> {
     let file =
         File::open(path).map_err(|e| format!("cannot open session {}: {e}", path.display()))?;
+    let stamp = Stamp::of(&file);
     let mut reader = Lines {
         reader: BufReader::with_capacity(256 * 1024, file),
         line: Vec::new(),
@@ -361,6 +362,7 @@ fn read_entries<B>(
         entries,
         torn: unparsed.is_some(),
         file: reader.reader.into_inner(),
+        stamp,
     })
 }
 
@@ -396,6 +398,8 @@ struct Entries<B> {
     entries: Vec<Entry<B>>,
     torn: bool,
     file: File,
+    /// The file's stamp from before it was read.
+    stamp: Option<Stamp>,
 }
 
 /// What `load` keeps of an entry: where a message sits in the file (or the message, when its
@@ -458,6 +462,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
         mut entries,
         torn,
         file,
+        stamp,
     } = read_entries(path, loadable)?;
     let leaf = entries.last().map(|e| e.id.clone());
     let path_indices = path_to(&entries, leaf.as_deref());
@@ -521,7 +526,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     }
     Ok(Loaded {
         header,
-        context: Context::from_file(file, messages, message_ids),
+        context: Context::from_file(file, stamp, messages, message_ids),
         model,
         thinking,
         leaf,

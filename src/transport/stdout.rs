@@ -9,7 +9,7 @@ use crossbeam_channel::Receiver;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::protocol::{AgentEvent, Outbound};
+use crate::protocol::{AgentEvent, Data, Outbound};
 
 /// Event frames carry this protocol version.
 pub const PROTOCOL_VERSION: u32 = 2;
@@ -17,8 +17,9 @@ pub const PROTOCOL_VERSION: u32 = 2;
 /// The frame buffer is reused; past this capacity it is given back after the frame.
 const BUF_KEEP: usize = 1 << 20;
 
-/// Response payloads at least this large are written straight from the response, not copied
-/// into the frame buffer first (`get_messages` of a long session is megabytes).
+/// Response payloads at least this large, and all assembled ones, are written straight from the
+/// response, not copied into the frame buffer first (`get_messages` of a long session is
+/// megabytes).
 const DIRECT_DATA: usize = 64 * 1024;
 
 pub struct Writer<W: Write> {
@@ -80,7 +81,9 @@ impl<W: Write> Writer<W> {
     pub fn write(&mut self, frame: &Outbound) -> std::io::Result<()> {
         self.buf.clear();
         if let Outbound::Response(r) = frame {
-            if let Some(data) = r.data.as_ref().filter(|d| d.get().len() >= DIRECT_DATA) {
+            let direct =
+                |d: &&Data| matches!(d, Data::Assembled(_)) || d.get().len() >= DIRECT_DATA;
+            if let Some(data) = r.data.as_ref().filter(direct) {
                 return self.write_with_data(r, data.get().as_bytes());
             }
         }
