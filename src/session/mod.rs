@@ -12,6 +12,7 @@ pub mod context;
 pub mod queue;
 pub mod retry;
 pub mod run;
+pub mod scan;
 pub mod state;
 pub mod store;
 pub mod todos;

@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::context::{Context, Item, Span, Stamp};
+use super::scan::{scan, Lines, ScanError};
 use crate::protocol::message::AgentMessage;
 
 pub struct Store {
@@ -259,15 +260,14 @@ fn rewrite_header(path: &Path, header: &Value) -> Result<(), String> {
 struct Entry<B> {
     id: String,
     parent: Option<String>,
-    kind: String,
     body: B,
 }
 
 /// The fields every entry line has; a message is left as raw JSON for the caller to read.
 #[derive(serde::Deserialize)]
 struct Head<'a> {
-    #[serde(rename = "type", default)]
-    kind: String,
+    #[serde(rename = "type", borrow, default)]
+    kind: std::borrow::Cow<'a, str>,
     #[serde(default)]
     id: Option<String>,
     #[serde(rename = "parentId", default)]
@@ -301,31 +301,29 @@ fn entry_with<B>(
     Ok(Entry {
         id: head.id.unwrap_or_default(),
         parent: head.parent,
-        kind: head.kind,
         body,
     })
 }
 
-/// Streams a session file: checks the header, then hands each entry line to `parse`. A line that
-/// does not parse is a torn write when it is the last one (skipped with a warning) and
-/// corruption anywhere else.
-fn read_entries<B>(
+/// Reads a session file: checks the header, then hands each entry line to `parse` (on several
+/// threads for a long file, see [`super::scan`]). A line that does not parse is a torn write
+/// when it is the last one (skipped with a warning) and corruption anywhere else.
+fn read_entries<B: Send>(
     path: &Path,
-    mut parse: impl FnMut(&[u8], u64) -> serde_json::Result<Entry<B>>,
+    parse: impl Fn(&[u8], u64) -> serde_json::Result<Entry<B>> + Sync,
 ) -> Result<Entries<B>, String> {
     let file =
         File::open(path).map_err(|e| format!("cannot open session {}: {e}", path.display()))?;
     let stamp = Stamp::of(&file);
-    let mut reader = Lines {
-        reader: BufReader::with_capacity(256 * 1024, file),
-        line: Vec::new(),
-        offset: 0,
-        next: 0,
-    };
-    if !reader.next()? {
+    let len = file
+        .metadata()
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        .len();
+    let mut lines = Lines::new(&file, 0, len);
+    if !lines.advance().map_err(|e| e.to_string())? {
         return Err(format!("{} is empty, not a session file", path.display()));
     }
-    let header: Value = serde_json::from_slice(&reader.line)
+    let header: Value = serde_json::from_slice(&lines.line)
         .map_err(|e| format!("{} is not a session file: {e}", path.display()))?;
     if header["type"] != "session" {
         return Err(format!(
@@ -333,25 +331,19 @@ fn read_entries<B>(
             path.display()
         ));
     }
-    let mut entries = Vec::new();
-    // A line that did not parse: an error unless it turns out to be the last one.
-    let mut unparsed: Option<(usize, usize, serde_json::Error)> = None;
-    let mut n = 1;
-    while reader.next()? {
-        let line = &reader.line;
-        n += 1;
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
+    let scanned = match scan(&file, lines.position(), len, &parse) {
+        Ok(scanned) => scanned,
+        Err(ScanError::Io(e)) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(ScanError::Corrupt { line, error }) => {
+            // The header is line 1.
+            let line = line + 1;
+            return Err(format!(
+                "{} is corrupt at line {line}: {error}",
+                path.display()
+            ));
         }
-        if let Some((at, _, e)) = unparsed.take() {
-            return Err(format!("{} is corrupt at line {at}: {e}", path.display()));
-        }
-        match parse(line, reader.offset) {
-            Ok(entry) => entries.push(entry),
-            Err(e) => unparsed = Some((n, line.len(), e)),
-        }
-    }
-    if let Some((_, len, _)) = unparsed {
+    };
+    if let Some(len) = scanned.torn {
         log::warn!(
             "{}: skipping a torn last line ({len} bytes)",
             path.display()
@@ -359,36 +351,11 @@ fn read_entries<B>(
     }
     Ok(Entries {
         header,
-        entries,
-        torn: unparsed.is_some(),
-        file: reader.reader.into_inner(),
+        entries: scanned.items,
+        torn: scanned.torn.is_some(),
+        file,
         stamp,
     })
-}
-
-/// The lines of a file, each with its offset, the newline removed.
-struct Lines {
-    reader: BufReader<File>,
-    line: Vec<u8>,
-    /// Where `line` starts in the file.
-    offset: u64,
-    next: u64,
-}
-
-impl Lines {
-    fn next(&mut self) -> Result<bool, String> {
-        self.line.clear();
-        let n = self
-            .reader
-            .read_until(b'\n', &mut self.line)
-            .map_err(|e| e.to_string())?;
-        self.offset = self.next;
-        self.next += n as u64;
-        if self.line.last() == Some(&b'\n') {
-            self.line.pop();
-        }
-        Ok(n > 0)
-    }
 }
 
 /// A session file read through: its header, its entries, whether a torn last line was skipped,
@@ -470,7 +437,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     let first_kept: HashSet<String> = path_indices
         .iter()
         .filter_map(|&i| match &entries[i].body {
-            Loadable::Other(v) if entries[i].kind == "compaction" => {
+            Loadable::Other(v) if v["type"] == "compaction" => {
                 v["firstKeptEntryId"].as_str().map(str::to_string)
             }
             _ => None,
@@ -486,16 +453,19 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
             kept_index.insert(e.id.clone(), messages.len());
         }
         let body = std::mem::replace(&mut e.body, Loadable::Other(Value::Null));
-        match (e.kind.as_str(), body) {
-            ("message", Loadable::Message(Some(m))) => {
+        let v = match body {
+            Loadable::Message(Some(m)) => {
                 messages.push(m);
                 message_ids.push(Some(e.id.clone()));
+                continue;
             }
-            ("model_change", Loadable::Other(v)) => model = v["model"].as_str().map(str::to_string),
-            ("thinking_level_change", Loadable::Other(v)) => {
-                thinking = v["thinkingLevel"].as_str().map(str::to_string)
-            }
-            ("compaction", Loadable::Other(v)) => {
+            Loadable::Message(None) => continue,
+            Loadable::Other(v) => v,
+        };
+        match v["type"].as_str().unwrap_or("") {
+            "model_change" => model = v["model"].as_str().map(str::to_string),
+            "thinking_level_change" => thinking = v["thinkingLevel"].as_str().map(str::to_string),
+            "compaction" => {
                 // Only the messages from firstKeptEntryId on survive a compaction.
                 let first = v["firstKeptEntryId"].as_str().unwrap_or("");
                 let kept_from = kept_index.get(first).copied().unwrap_or(messages.len());
