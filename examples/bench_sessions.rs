@@ -1,7 +1,8 @@
 //! Session benchmarks: generated session files of 2,000 and 20,000 messages; `switch_session` and
 //! `get_messages` latency and RSS after switching (beside the RSS of an idle gjc in the same run),
 //! and `export_html` time for the large one. Latencies run from writing the command to the last
-//! byte of its response line; the host's own parse of that line is printed on its own.
+//! byte of its response line; the host's own parse of that line is printed on its own, and so is
+//! `cat` moving the same bytes into the same host (the floor under any reader of those bytes).
 //!
 //! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/bench_sessions`
 
@@ -98,6 +99,25 @@ impl Drop for LineHost {
     }
 }
 
+/// The time for `cat` to start and for this host to read `path` through a pipe, line by line the
+/// way it reads gjc: the floor under moving those bytes from the page cache to a host.
+fn cat(path: &Path) -> Duration {
+    let started = Instant::now();
+    let mut child = std::process::Command::new("cat")
+        .arg(path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = Vec::new();
+    while std::io::BufRead::read_until(&mut out, b'\n', &mut line).unwrap() > 0 {
+        line.clear();
+    }
+    let took = started.elapsed();
+    child.wait().unwrap();
+    took
+}
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let mut idle = Vec::new();
@@ -106,6 +126,8 @@ fn main() {
         let bytes = std::fs::metadata(&path).unwrap().len();
         let (mut switch, mut get, mut parse, mut rss) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut cat_file, mut cat_response) = (Vec::new(), Vec::new());
+        let response_copy = dir.path().join("response.json");
         for round in 0..7 {
             let mut host = LineHost::spawn(dir.path(), &dir.path().join("new"));
             host.request(json!({"type": "get_state"}));
@@ -122,6 +144,9 @@ fn main() {
             parse.push(ms(t.elapsed()));
             assert_eq!(r["data"]["messages"].as_array().unwrap().len(), size);
             rss.push(status_kib(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0);
+            std::fs::write(&response_copy, &line).unwrap();
+            cat_file.push(ms(cat(&path)));
+            cat_response.push(ms(cat(&response_copy)));
             if size == 20_000 && round == 0 {
                 let (took, line) = host.request(
                     json!({"type": "export_html", "outputPath": dir.path().join("big.html")}),
@@ -148,6 +173,11 @@ fn main() {
         println!(
             "  (the host's own parse of that get_messages line into serde_json::Value: {:.1} ms, not included above)",
             median(&mut parse)
+        );
+        println!(
+            "  baselines in the same run, each including cat's start: `cat` of the session file into this host {:.1} ms, `cat` of the get_messages line {:.1} ms",
+            median(&mut cat_file),
+            median(&mut cat_response)
         );
     }
     println!(

@@ -116,11 +116,15 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
     let (control_tx, control_rx) = unbounded();
     let (command_tx, command_rx) = unbounded();
 
-    // 0. Signals and the parent watch come first: a host may act as soon as it sees `ready`.
-    // The handlers must exist before the parent-death signal is armed, or that SIGTERM would
-    // kill the process without its shutdown.
-    watch_signals(control_tx.clone());
-    watch_parent(control_tx.clone(), parent);
+    // 0. Signal handlers and the parent-death signal come first: a host may act as soon as it
+    // sees `ready`. The handlers must exist before the parent-death signal is armed, or that
+    // SIGTERM would kill the process without its shutdown. Their threads start after `ready`;
+    // what arrives before then waits in the handlers' pipe or is seen by the first check.
+    let signals = install_signal_handlers();
+    arm_parent_death();
+    if parent.is_gone() {
+        let _ = control_tx.send(ControlFrame::Shutdown("parent process exited"));
+    }
 
     // 1. The writer, and `ready` as its first frame, before anything can be read.
     let writer_control = control_tx.clone();
@@ -163,7 +167,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
     let session = SessionLoop::new(state, channels, bash, host.clone(), args.compact_updates);
     let session_thread = spawn("gjc-session", move || session.run());
     let routes = stdin::StdinRoutes {
-        control: control_tx,
+        control: control_tx.clone(),
         commands: command_tx,
         host: host.sender(),
     };
@@ -173,6 +177,10 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
     let _stdin = spawn("gjc-stdin", move || {
         stdin::run(std::io::stdin().lock(), routes, stdin::default_max_line())
     });
+    if let Some(signals) = signals {
+        watch_signals(signals, control_tx.clone());
+    }
+    watch_parent(control_tx, parent);
 
     // Shutdown: the session returns after aborting its run; the writer drains once every sender
     // (session, host broker) is gone.
@@ -250,34 +258,40 @@ fn pick_model(catalog: &Catalog, args: &Args) -> Result<Option<Model>, String> {
 }
 
 /// SIGTERM, SIGINT and SIGHUP shut down as stdin EOF does.
-fn watch_signals(control: Sender<ControlFrame>) {
+fn install_signal_handlers() -> Option<signal_hook::iterator::Signals> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    match signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP]) {
-        Ok(mut signals) => {
-            spawn("gjc-signal", move || {
-                if signals.forever().next().is_some() {
-                    let _ = control.send(ControlFrame::Shutdown("signal"));
-                }
-            });
-        }
-        Err(e) => log::warn!("cannot install signal handlers: {e}"),
-    }
+    signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|e| log::warn!("cannot install signal handlers: {e}"))
+        .ok()
 }
 
-/// Exits when the parent dies: the kernel's parent-death signal (SIGTERM, handled above) on
-/// Linux, and a poll of the parent pid as a fallback. The signal is armed before the first
-/// check, so a parent that died at any moment since `main` began is caught by one or the other.
-fn watch_parent(control: Sender<ControlFrame>, parent: Parent) {
+fn watch_signals(mut signals: signal_hook::iterator::Signals, control: Sender<ControlFrame>) {
+    spawn("gjc-signal", move || {
+        if signals.forever().next().is_some() {
+            let _ = control.send(ControlFrame::Shutdown("signal"));
+        }
+    });
+}
+
+/// The kernel's parent-death signal (SIGTERM, handled above) on Linux. Armed before the first
+/// check of the parent, so a parent that died at any moment since `main` began is caught by one
+/// or the other.
+fn arm_parent_death() {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl with PR_SET_PDEATHSIG only sets a process attribute.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
     }
+}
+
+/// A poll of the parent pid, for where the parent-death signal does not reach (a parent that
+/// was not the spawning thread's process, other systems).
+fn watch_parent(control: Sender<ControlFrame>, parent: Parent) {
     spawn("gjc-parent", move || loop {
+        std::thread::sleep(Duration::from_millis(500));
         if parent.is_gone() {
             let _ = control.send(ControlFrame::Shutdown("parent process exited"));
             return;
         }
-        std::thread::sleep(Duration::from_millis(500));
     });
 }

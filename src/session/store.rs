@@ -21,7 +21,7 @@ pub struct Store {
     file: Option<File>,
     pub header: Value,
     leaf: Option<String>,
-    ids: std::collections::HashSet<String>,
+    ids: Ids,
     /// The first failure to write, reported once and kept for `get_state`.
     pub error: Option<String>,
     /// The type of the last entry appended (a second `compact` in a row is refused).
@@ -37,8 +37,27 @@ pub struct Loaded {
     pub model: Option<String>,
     pub thinking: Option<String>,
     pub leaf: Option<String>,
-    pub ids: std::collections::HashSet<String>,
+    /// Every entry id in the file, all branches.
+    pub ids: Vec<String>,
     pub skipped_torn_line: bool,
+}
+
+/// The entry ids of a session, to keep new ones unique. A loaded session hands over a plain
+/// list; the set is built when the first new id is made, so a switch does not wait for it.
+#[derive(Default)]
+struct Ids {
+    loaded: Vec<String>,
+    set: HashSet<String>,
+}
+
+impl Ids {
+    /// Adds `id`; false if it was there already.
+    fn insert(&mut self, id: String) -> bool {
+        if !self.loaded.is_empty() {
+            self.set.extend(std::mem::take(&mut self.loaded));
+        }
+        self.set.insert(id)
+    }
 }
 
 impl Store {
@@ -84,7 +103,10 @@ impl Store {
             file: Some(file),
             header: loaded.header.clone(),
             leaf: loaded.leaf.clone(),
-            ids: std::mem::take(&mut loaded.ids),
+            ids: Ids {
+                loaded: std::mem::take(&mut loaded.ids),
+                set: HashSet::new(),
+            },
             error: None,
             last_kind: None,
         })
@@ -507,19 +529,29 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
 
 /// The indices of the entries from the root to `leaf`, in order.
 fn path_to<B>(entries: &[Entry<B>], leaf: Option<&str>) -> Vec<usize> {
-    let by_id: HashMap<&str, usize> = entries
-        .iter()
-        .enumerate()
-        .map(|(i, e)| (e.id.as_str(), i))
-        .collect();
+    // Mostly an entry's parent is the entry written just before it: that chain is walked
+    // without an index, which is built only if the path jumps (the file has branches).
+    let mut by_id: Option<HashMap<&str, usize>> = None;
+    let mut find = |id: &str, before: usize| -> Option<usize> {
+        if before > 0 && entries[before - 1].id == id {
+            return Some(before - 1);
+        }
+        by_id
+            .get_or_insert_with(|| {
+                entries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| (e.id.as_str(), i))
+                    .collect()
+            })
+            .get(id)
+            .copied()
+    };
     let mut out = Vec::new();
-    let mut cur = leaf.and_then(|l| by_id.get(l).copied());
+    let mut cur = leaf.and_then(|l| find(l, entries.len()));
     while let Some(i) = cur {
         out.push(i);
-        cur = entries[i]
-            .parent
-            .as_deref()
-            .and_then(|p| by_id.get(p).copied());
+        cur = entries[i].parent.as_deref().and_then(|p| find(p, i));
         if out.len() > entries.len() {
             break;
         }
