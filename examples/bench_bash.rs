@@ -1,7 +1,8 @@
 //! User `bash` benchmarks, each beside a baseline in the same run:
 //! - a command printing 50 MB: wall time through gjc beside `sh -c CMD > /dev/null` and beside
-//!   `sh -c CMD > FILE` in the folder spill files go to (the cost of keeping the output), gjc's peak
-//!   RSS growth, and a check that truncation and the spill file are exact;
+//!   `sh -c CMD > FILE` in the folder spill files go to (the cost of keeping the output) and
+//!   `sh -c 'CMD | cat > /dev/null'` (the cost of reading the output through a pipe at all), gjc's
+//!   peak RSS growth, and a check that truncation and the spill file are exact;
 //! - `abort_bash` while `sleep 100` runs: response latency and time until the group is gone.
 //!
 //! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/bench_bash`
@@ -29,19 +30,21 @@ fn main() {
     let hwm_before = status_kib(c.pid(), "VmHWM:").unwrap_or(0);
     // The second baseline keeps the output as gjc must: in a file where spill files go.
     let floor_file = std::env::temp_dir().join(format!("gjc-bench-{}.out", std::process::id()));
-    let shell = |redirect: &str| {
+    let shell = |tail: &str| {
         let started = Instant::now();
         std::process::Command::new("sh")
             .arg("-c")
-            .arg(format!("{cmd} > {redirect}"))
+            .arg(format!("{cmd} {tail}"))
             .status()
             .unwrap();
         ms(started.elapsed())
     };
-    let (mut through_gjc, mut direct, mut to_file) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut through_gjc, mut direct, mut to_file, mut piped) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..7 {
-        direct.push(shell("/dev/null"));
-        to_file.push(shell(&floor_file.display().to_string()));
+        direct.push(shell("> /dev/null"));
+        piped.push(shell("| cat > /dev/null"));
+        to_file.push(shell(&format!("> {}", floor_file.display())));
         let _ = std::fs::remove_file(&floor_file);
         let started = Instant::now();
         let r = c
@@ -56,12 +59,14 @@ fn main() {
         }
     }
     let hwm_after = status_kib(c.pid(), "VmHWM:").unwrap_or(0);
-    let (g, b, f) = (
+    let (g, b, f, p) = (
         median(&mut through_gjc),
         median(&mut direct),
         median(&mut to_file),
+        median(&mut piped),
     );
     println!("user bash printing 50 MB, median of 7: gjc {g:.1} ms, sh -c CMD > /dev/null {b:.1} ms (ratio {:.2}x), sh -c CMD > FILE in the spill folder {f:.1} ms (ratio {:.2}x)", g / b, g / f);
+    println!("  floors in the same run: sh -c 'CMD | cat > /dev/null' {p:.1} ms ({:.2}x of > /dev/null), > FILE {:.2}x of > /dev/null", p / b, f / b);
     println!(
         "gjc peak RSS growth over those runs: {:.2} MB (VmHWM {:.1} -> {:.1} MB)",
         (hwm_after.saturating_sub(hwm_before)) as f64 / 1024.0,
