@@ -66,18 +66,22 @@ where
                 .windows(2)
                 .map(|w| {
                     let (start, end) = (w[0], w[1]);
-                    std::thread::Builder::new()
+                    let worker = std::thread::Builder::new()
                         .name("gjc-load".into())
-                        .spawn_scoped(scope, move || scan_part(file, start, end, parse))
+                        .spawn_scoped(scope, move || scan_part(file, start, end, parse));
+                    (start, end, worker)
                 })
                 .collect();
             let first = scan_part(file, bounds[0], bounds[1], parse);
-            let rest = workers.into_iter().map(|w| match w {
-                Ok(handle) => handle.join().unwrap_or_else(|_| {
-                    Err(ScanError::Io("a session-loading thread panicked".into()))
-                }),
-                Err(e) => Err(ScanError::Io(format!("cannot start a thread: {e}"))),
-            });
+            // A range whose thread could not start is read here instead.
+            let rest = workers
+                .into_iter()
+                .map(|(start, end, worker)| match worker {
+                    Ok(handle) => handle.join().unwrap_or_else(|_| {
+                        Err(ScanError::Io("a session-loading thread panicked".into()))
+                    }),
+                    Err(_) => scan_part(file, start, end, parse),
+                });
             std::iter::once(first).chain(rest).collect()
         })
     };
