@@ -40,9 +40,11 @@ struct Stored {
 }
 
 /// What `fstat` says of a file's contents: its size and its last modification and change times.
-/// Any write through any descriptor moves at least one of them, except a same-size write within
-/// the filesystem's timestamp granularity (a clock tick) of the stamp being taken; the cost of
-/// that blind spot is one get_messages of damaged JSON, which the host's parser rejects.
+/// Any write through any descriptor moves at least one of them. Linux 6.13 and later give a
+/// change right after a `stat` a fine-grained ctime on ext4, xfs, btrfs and tmpfs (multigrain
+/// timestamps); elsewhere a same-size write within one clock tick of the stamp can go unseen, and
+/// the cost of that blind spot is one get_messages of damaged JSON, which the host's parser
+/// rejects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stamp {
     len: u64,
