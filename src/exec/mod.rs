@@ -438,4 +438,11 @@ mod tests {
         buf.push("é".as_bytes()[1]);
         assert_eq!(take_valid_utf8(&mut buf), "é");
     }
+
+    #[test]
+    fn invalid_utf8_is_replaced_and_valid_text_kept() {
+        let r = run(r"printf 'a\377b \303\251 \360\237\230\200\n'", None);
+        assert_eq!(r.exit_code, Some(0));
+        assert_eq!(r.output, "a\u{fffd}b é 😀\n");
+    }
 }

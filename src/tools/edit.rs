@@ -214,4 +214,27 @@ mod tests {
         .unwrap_err()
         .contains("overlap"));
     }
+
+    #[test]
+    fn unicode_text_in_paths_with_spaces_and_missing_files() {
+        let (dir, c) = ctx();
+        std::fs::create_dir(dir.path().join("a dir")).unwrap();
+        let p = dir.path().join("a dir/naïve café.txt");
+        std::fs::write(&p, "let s = \"日本語\";\nlet e = \"😀\";\n").unwrap();
+        let out = Edit.execute(
+            &json!({"path": "a dir/naïve café.txt", "edits": [{"oldText": "\"日本語\"", "newText": "\"にほんご\""}]}),
+            &c,
+        );
+        assert!(!out.is_error, "{}", text(&out));
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "let s = \"にほんご\";\nlet e = \"😀\";\n"
+        );
+        let out = Edit.execute(
+            &json!({"path": "a dir/missing.txt", "edits": [{"oldText": "a", "newText": "b"}]}),
+            &c,
+        );
+        assert!(out.is_error);
+        assert!(!dir.path().join("a dir/missing.txt").exists());
+    }
 }

@@ -151,4 +151,20 @@ mod tests {
         let out = Find.execute(&json!({"pattern": "*.rs", "limit": 1}), &c);
         assert!(text(&out).contains("Results truncated"), "{}", text(&out));
     }
+
+    #[test]
+    fn unicode_names_in_paths_with_spaces_and_missing_roots() {
+        let (dir, c) = ctx();
+        std::fs::create_dir_all(dir.path().join("my docs/日本")).unwrap();
+        std::fs::write(dir.path().join("my docs/日本/ノート 1.md"), "").unwrap();
+        std::fs::write(dir.path().join("my docs/other.txt"), "").unwrap();
+        let out = Find.execute(&json!({"pattern": "*.md"}), &c);
+        assert_eq!(text(&out), "my docs/日本/ノート 1.md\n");
+        let out = Find.execute(&json!({"pattern": "ノート*", "path": "my docs"}), &c);
+        assert!(text(&out).contains("ノート 1.md"), "{}", text(&out));
+        assert!(
+            Find.execute(&json!({"pattern": "*", "path": "no such dir"}), &c)
+                .is_error
+        );
+    }
 }

@@ -269,4 +269,26 @@ mod tests {
             "{t}"
         );
     }
+
+    #[test]
+    fn unicode_names_and_text_in_paths_with_spaces() {
+        let (dir, c) = ctx();
+        std::fs::create_dir(dir.path().join("my docs")).unwrap();
+        std::fs::write(
+            dir.path().join("my docs/résumé.md"),
+            "naïve\ncafé ☕ ok\r\n",
+        )
+        .unwrap();
+        let out = Grep.execute(&json!({"pattern": "café ☕"}), &c);
+        assert_eq!(text(&out), "my docs/résumé.md:2: café ☕ ok\n");
+        let out = Grep.execute(
+            &json!({"pattern": "NAÏVE", "ignoreCase": true, "path": "my docs"}),
+            &c,
+        );
+        assert!(text(&out).contains("résumé.md:1: naïve"), "{}", text(&out));
+        assert!(
+            Grep.execute(&json!({"pattern": "x", "path": "no such dir"}), &c)
+                .is_error
+        );
+    }
 }

@@ -95,4 +95,13 @@ mod tests {
         assert!(text(&out).contains("[1 of 3 entries shown"));
         assert!(Ls.execute(&json!({"path": "missing"}), &c).is_error);
     }
+
+    #[test]
+    fn unicode_names_in_paths_with_spaces() {
+        let (dir, c) = ctx();
+        std::fs::create_dir_all(dir.path().join("a b/ça va")).unwrap();
+        std::fs::write(dir.path().join("a b/日本.txt"), "").unwrap();
+        let out = Ls.execute(&json!({"path": "a b"}), &c);
+        assert_eq!(text(&out), "ça va/\n日本.txt\n");
+    }
 }

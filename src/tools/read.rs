@@ -256,4 +256,34 @@ mod tests {
             &t[t.len() - 100..]
         );
     }
+
+    #[test]
+    fn huge_unicode_files_are_cut_on_a_character_and_read_on_by_offset() {
+        let (dir, c) = ctx();
+        // ~12 MB of lines mixing 2-, 3- and 4-byte characters; any byte cut lands mid-character.
+        let line = "é日本語😀 ünïcödé ".repeat(6);
+        let text: String = (1..=100_000).map(|i| format!("{i} {line}\n")).collect();
+        let dir_with_space = dir.path().join("dir with space");
+        std::fs::create_dir(&dir_with_space).unwrap();
+        std::fs::write(dir_with_space.join("große datei.txt"), &text).unwrap();
+
+        let out = Read.execute(&json!({"path": "dir with space/große datei.txt"}), &c);
+        assert!(!out.is_error);
+        let t = crate::tools::tests::text(&out);
+        let (body, note) = t.rsplit_once("\n[Showing lines 1-").unwrap();
+        assert!(body.len() <= 50 * 1024, "{} bytes", body.len());
+        assert!(body.lines().all(|l| l.ends_with(&line)), "a line was cut");
+        assert!(
+            note.contains("of 100000") && note.contains("Use offset="),
+            "{note}"
+        );
+
+        let out = Read.execute(
+            &json!({"path": "dir with space/große datei.txt", "offset": 99_999}),
+            &c,
+        );
+        let t = crate::tools::tests::text(&out);
+        assert!(t.starts_with("99999 é日本語😀"), "{}", &t[..40]);
+        assert!(t.contains("100000 é日本語😀"));
+    }
 }
