@@ -54,13 +54,16 @@ pub struct Stamp {
 
 impl Stamp {
     pub fn of(file: &File) -> Option<Stamp> {
+        file.metadata().ok().map(|m| Stamp::from_metadata(&m))
+    }
+
+    pub fn from_metadata(m: &std::fs::Metadata) -> Stamp {
         use std::os::unix::fs::MetadataExt;
-        let m = file.metadata().ok()?;
-        Some(Stamp {
+        Stamp {
             len: m.size(),
             modified: (m.mtime(), m.mtime_nsec()),
             changed: (m.ctime(), m.ctime_nsec()),
-        })
+        }
     }
 }
 

@@ -336,11 +336,10 @@ fn read_entries<B: Send>(
 ) -> Result<Entries<B>, String> {
     let file =
         File::open(path).map_err(|e| format!("cannot open session {}: {e}", path.display()))?;
-    let stamp = Stamp::of(&file);
-    let len = file
+    let metadata = file
         .metadata()
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
-        .len();
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let (stamp, len) = (Some(Stamp::from_metadata(&metadata)), metadata.len());
     let mut lines = Lines::new(&file, 0, len);
     if !lines.advance().map_err(|e| e.to_string())? {
         return Err(format!("{} is empty, not a session file", path.display()));
