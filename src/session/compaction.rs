@@ -306,7 +306,8 @@ impl SessionLoop {
             .map_err(|e| format!("Cannot save the compaction: {e}"))?;
         let (messages, ids) = self.state.messages.parts_mut()?;
         let kept: Vec<AgentMessage> = messages.drain(cut..).collect();
-        let kept_ids: Vec<Option<String>> = ids.drain(cut.min(ids.len())..).collect();
+        let kept_ids: Vec<Option<super::store::EntryId>> =
+            ids.drain(cut.min(ids.len())..).collect();
         let summary_message = CompactionSummaryMessage {
             summary: summary.to_string(),
             tokens_before,

@@ -10,6 +10,7 @@ use std::os::unix::fs::FileExt;
 
 use serde_json::value::RawValue;
 
+use super::store::EntryId;
 use crate::protocol::message::AgentMessage;
 use crate::protocol::Data;
 
@@ -73,11 +74,11 @@ pub struct Context {
     parsed: Vec<AgentMessage>,
     stored: Option<Stored>,
     /// The session-file entry id of each message (compaction cuts at one).
-    ids: Vec<Option<String>>,
+    ids: Vec<Option<EntryId>>,
 }
 
 impl Context {
-    pub fn from_messages(parsed: Vec<AgentMessage>, ids: Vec<Option<String>>) -> Context {
+    pub fn from_messages(parsed: Vec<AgentMessage>, ids: Vec<Option<EntryId>>) -> Context {
         debug_assert_eq!(parsed.len(), ids.len());
         Context {
             parsed,
@@ -92,7 +93,7 @@ impl Context {
         file: File,
         checked: Option<Stamp>,
         items: Vec<Item>,
-        ids: Vec<Option<String>>,
+        ids: Vec<Option<EntryId>>,
     ) -> Context {
         debug_assert_eq!(items.len(), ids.len());
         Context {
@@ -118,7 +119,7 @@ impl Context {
         self.stored.is_none()
     }
 
-    pub fn push(&mut self, message: AgentMessage, id: Option<String>) {
+    pub fn push(&mut self, message: AgentMessage, id: Option<EntryId>) {
         match &mut self.stored {
             Some(s) => s.items.push(Item::Parsed(Box::new(message))),
             None => self.parsed.push(message),
@@ -153,7 +154,7 @@ impl Context {
     /// The messages and their entry ids, parsed (see [`Context::messages`]).
     pub fn parts_mut(
         &mut self,
-    ) -> Result<(&mut Vec<AgentMessage>, &mut Vec<Option<String>>), String> {
+    ) -> Result<(&mut Vec<AgentMessage>, &mut Vec<Option<EntryId>>), String> {
         self.messages()?;
         Ok((&mut self.parsed, &mut self.ids))
     }
@@ -417,7 +418,7 @@ mod tests {
         );
         let (messages, ids) = ctx.parts_mut().unwrap();
         assert_eq!(messages, &vec![user("one")]);
-        assert_eq!(ids, &vec![Some("a".to_string())]);
+        assert_eq!(ids, &vec![Some(EntryId::from("a"))]);
         assert!(ctx.to_json().unwrap().get().contains("one"));
     }
 

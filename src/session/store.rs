@@ -15,12 +15,16 @@ use super::context::{Context, Item, Span, Stamp};
 use super::scan::{scan, Lines, ScanError};
 use crate::protocol::message::AgentMessage;
 
+/// An entry's id. gjc and the reference write eight hex digits, which this keeps inline: loading
+/// a long session makes no allocation per entry for ids, and copying one costs nothing.
+pub type EntryId = smol_str::SmolStr;
+
 pub struct Store {
     /// `None` with `--no-session`.
     path: Option<PathBuf>,
     file: Option<File>,
     pub header: Value,
-    leaf: Option<String>,
+    leaf: Option<EntryId>,
     ids: Ids,
     /// The first failure to write, reported once and kept for `get_state`.
     pub error: Option<String>,
@@ -36,9 +40,9 @@ pub struct Loaded {
     pub context: Context,
     pub model: Option<String>,
     pub thinking: Option<String>,
-    pub leaf: Option<String>,
+    pub leaf: Option<EntryId>,
     /// Every entry id in the file, all branches.
-    pub ids: Vec<String>,
+    pub ids: Vec<EntryId>,
     pub skipped_torn_line: bool,
 }
 
@@ -46,13 +50,13 @@ pub struct Loaded {
 /// list; the set is built when the first new id is made, so a switch does not wait for it.
 #[derive(Default)]
 struct Ids {
-    loaded: Vec<String>,
-    set: HashSet<String>,
+    loaded: Vec<EntryId>,
+    set: HashSet<EntryId>,
 }
 
 impl Ids {
     /// Adds `id`; false if it was there already.
-    fn insert(&mut self, id: String) -> bool {
+    fn insert(&mut self, id: EntryId) -> bool {
         if !self.loaded.is_empty() {
             self.set.extend(std::mem::take(&mut self.loaded));
         }
@@ -152,7 +156,7 @@ impl Store {
     /// Appends an entry of `kind` with `fields` (a map); returns its id. Lines are written from
     /// typed values in declaration order, so a message's `role` and each block's `type` come
     /// first, which is what the loader reads fastest (`protocol::tagged`).
-    pub fn append(&mut self, kind: &str, fields: impl serde::Serialize) -> Result<String, String> {
+    pub fn append(&mut self, kind: &str, fields: impl serde::Serialize) -> Result<EntryId, String> {
         #[derive(serde::Serialize)]
         struct EntryLine<'a, F> {
             #[serde(rename = "type")]
@@ -197,7 +201,7 @@ impl Store {
         }
     }
 
-    pub fn append_message(&mut self, message: &AgentMessage) -> Result<String, String> {
+    pub fn append_message(&mut self, message: &AgentMessage) -> Result<EntryId, String> {
         #[derive(serde::Serialize)]
         struct MessageFields<'a> {
             message: &'a AgentMessage,
@@ -228,9 +232,9 @@ impl Store {
         }
     }
 
-    fn new_id(&mut self) -> String {
+    fn new_id(&mut self) -> EntryId {
         loop {
-            let id = format!("{:08x}", crate::ids::next_u64() as u32);
+            let id = smol_str::format_smolstr!("{:08x}", crate::ids::next_u64() as u32);
             if self.ids.insert(id.clone()) {
                 return id;
             }
@@ -280,8 +284,8 @@ fn rewrite_header(path: &Path, header: &Value) -> Result<(), String> {
 
 /// One entry of a session file: the fields every entry has, and what the reader kept of the rest.
 struct Entry<B> {
-    id: String,
-    parent: Option<String>,
+    id: EntryId,
+    parent: Option<EntryId>,
     body: B,
 }
 
@@ -291,9 +295,9 @@ struct Head<'a> {
     #[serde(rename = "type", borrow, default)]
     kind: std::borrow::Cow<'a, str>,
     #[serde(default)]
-    id: Option<String>,
+    id: Option<EntryId>,
     #[serde(rename = "parentId", default)]
-    parent: Option<String>,
+    parent: Option<EntryId>,
     #[serde(borrow, default)]
     message: Option<&'a RawValue>,
 }
@@ -455,19 +459,19 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     let leaf = entries.last().map(|e| e.id.clone());
     let path_indices = path_to(&entries, leaf.as_deref());
     // Compactions name the entry their kept region starts at; only those ids need positions.
-    let first_kept: HashSet<String> = path_indices
+    let first_kept: HashSet<EntryId> = path_indices
         .iter()
         .filter_map(|&i| match &entries[i].body {
             Loadable::Other(v) if v["type"] == "compaction" => {
-                v["firstKeptEntryId"].as_str().map(str::to_string)
+                v["firstKeptEntryId"].as_str().map(EntryId::from)
             }
             _ => None,
         })
         .collect();
     let (mut model, mut thinking) = (None, None);
     let mut messages = Vec::with_capacity(path_indices.len());
-    let mut message_ids: Vec<Option<String>> = Vec::with_capacity(path_indices.len());
-    let mut kept_index: HashMap<String, usize> = HashMap::new();
+    let mut message_ids: Vec<Option<EntryId>> = Vec::with_capacity(path_indices.len());
+    let mut kept_index: HashMap<EntryId, usize> = HashMap::new();
     for i in path_indices {
         let e = &mut entries[i];
         if first_kept.contains(&e.id) {
@@ -491,7 +495,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
                 let first = v["firstKeptEntryId"].as_str().unwrap_or("");
                 let kept_from = kept_index.get(first).copied().unwrap_or(messages.len());
                 let kept: Vec<Item> = messages.drain(kept_from..).collect();
-                let kept_ids: Vec<Option<String>> = message_ids
+                let kept_ids: Vec<Option<EntryId>> = message_ids
                     .drain(kept_from.min(message_ids.len())..)
                     .collect();
                 messages.clear();
@@ -575,7 +579,7 @@ pub fn user_messages(path: &Path) -> Result<Vec<(String, String)>, String> {
         .into_iter()
         .filter_map(|e| {
             let text = message_text(&e.body?);
-            (!text.is_empty()).then_some((e.id, text))
+            (!text.is_empty()).then_some((e.id.to_string(), text))
         })
         .collect())
 }
