@@ -771,6 +771,57 @@ mod tests {
         assert!(load(&p).is_err());
     }
 
+    /// Ids are usually eight hex digits, but older files use UUIDs (too long to keep inline) and a
+    /// writer may escape characters; the path must be followed either way, and new ids appended.
+    #[test]
+    fn long_and_escaped_ids_are_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        let uuid = "0192f0c4-3b1e-7c55-9a3e-5d2b1f4e8a01";
+        let user = |text: &str| {
+            format!(
+                r#"{{"role":"user","content":[{{"type":"text","text":"{text}"}}],"timestamp":0}}"#
+            )
+        };
+        std::fs::write(
+            &p,
+            format!(
+                "{{\"type\":\"session\",\"id\":\"s\"}}\n\
+                 {{\"type\":\"message\",\"id\":\"{uuid}\",\"parentId\":null,\"message\":{}}}\n\
+                 {{\"type\":\"message\",\"id\":\"b\\u0032\",\"parentId\":\"{uuid}\",\"message\":{}}}\n\
+                 {{\"type\":\"message\",\"id\":\"c3\",\"parentId\":\"\\u00622\",\"message\":{}}}\n",
+                user("one"),
+                user("two"),
+                user("three")
+            ),
+        )
+        .unwrap();
+        let mut loaded = load(&p).unwrap();
+        assert_eq!(loaded.leaf.as_deref(), Some("c3"));
+        assert_eq!(loaded.ids, [uuid, "b2", "c3"]);
+        let texts: Vec<String> = loaded
+            .context
+            .messages()
+            .unwrap()
+            .iter()
+            .map(|m| match m {
+                AgentMessage::User(u) => match &u.content[..] {
+                    [crate::protocol::message::Content::Text { text, .. }] => text.clone(),
+                    other => panic!("{other:?}"),
+                },
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(texts, ["one", "two", "three"]);
+        let mut store = Store::open(&p, &mut loaded).unwrap();
+        let id = store
+            .append_message(&AgentMessage::User(UserMessage::new("four", &[])))
+            .unwrap();
+        let reloaded = load(&p).unwrap();
+        assert_eq!(reloaded.leaf, Some(id));
+        assert_eq!(reloaded.context.len(), 4);
+    }
+
     #[test]
     fn cwd_folder_names() {
         let root = Path::new("/r");
