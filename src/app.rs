@@ -19,10 +19,6 @@ use crate::tools::{ToolRegistry, DEFAULT_TOOLS};
 use crate::transport::{stdin, stdout};
 use crate::{exec, host, prompt};
 
-/// Frames queued for stdout before producers wait (memory bound; a host that stops reading
-/// stdout slows the agent down instead of growing a queue).
-const OUT_QUEUE: usize = 256;
-
 /// The process that started gjc, as seen at the top of `main`.
 #[derive(Clone, Copy, Debug)]
 pub struct Parent(libc::pid_t);
@@ -112,7 +108,7 @@ pub fn run(args: Args, parent: Parent) -> i32 {
 }
 
 fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32 {
-    let (out_tx, out_rx) = bounded::<Outbound>(OUT_QUEUE);
+    let (out_tx, out_rx, out_drained) = crate::output::lane();
     let (control_tx, control_rx) = unbounded();
     let (command_tx, command_rx) = unbounded();
 
@@ -128,6 +124,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
 
     // 1. The writer, and `ready` as its first frame, before anything can be read.
     let writer_control = control_tx.clone();
+    let (writer_done_tx, writer_done) = bounded::<()>(1);
     let writer = spawn("gjc-stdout", move || {
         stdout::widen_pipe();
         let result = stdout::Writer::new(std::io::stdout().lock(), session_id).run(out_rx);
@@ -135,6 +132,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
             log::info!("stdout closed: {e}");
             let _ = writer_control.send(ControlFrame::Shutdown("stdout closed"));
         }
+        let _ = writer_done_tx.send(());
     });
     let _ = out_tx.send(Outbound::Ready);
 
@@ -157,6 +155,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         control: control_rx,
         commands: command_rx,
         out: out_tx,
+        out_drained,
         provider_tx,
         provider,
         tool_tx,
@@ -164,7 +163,15 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         bash_tx,
         bash_events,
     };
-    let session = SessionLoop::new(state, channels, bash, host.clone(), args.compact_updates);
+    let registry = crate::registry::Registry::new(&cli::agent_dir(), "stdio", &state.cwd);
+    let session = SessionLoop::new(
+        state,
+        channels,
+        bash,
+        host.clone(),
+        args.compact_updates,
+        registry,
+    );
     let session_thread = spawn("gjc-session", move || session.run());
     let routes = stdin::StdinRoutes {
         control: control_tx.clone(),
@@ -187,9 +194,18 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
     join(session_thread, "gjc-session");
     join(bash_thread, "gjc-bash");
     join(host_thread, "gjc-host");
-    join(writer, "gjc-stdout");
+    // A host that stopped reading stdout cannot hold the process: what it does not read within
+    // the grace period is lost with the process, as it would be with the host gone.
+    if writer_done.recv_timeout(WRITER_GRACE).is_ok() {
+        join(writer, "gjc-stdout");
+    } else {
+        log::warn!("stdout is not being read; exiting with frames unwritten");
+    }
     0
 }
+
+/// How long the writer may take to hand its last frames to the host at shutdown.
+const WRITER_GRACE: Duration = Duration::from_millis(500);
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()

@@ -101,13 +101,15 @@ struct Pending {
 
 struct HostActor {
     requests: Receiver<HostRequest>,
-    out: Sender<Outbound>,
+    out: crate::output::OutTx,
     pending: HashMap<String, Pending>,
     next: u64,
     cancel_next: u64,
 }
 
-pub fn spawn(out: Sender<Outbound>) -> std::io::Result<(HostHandle, std::thread::JoinHandle<()>)> {
+pub fn spawn(
+    out: crate::output::OutTx,
+) -> std::io::Result<(HostHandle, std::thread::JoinHandle<()>)> {
     let (tx, requests) = unbounded();
     let actor = HostActor {
         requests,

@@ -4,7 +4,20 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::message::{AgentMessage, StreamEvent, ToolOutput, ToolResultMessage};
+use super::message::{AgentMessage, StreamEvent, ToolOutput};
+use super::reply::CompactionResult;
+
+/// How a run ended, precisely (`agent_end.outcome`). `agent_end.stopReason` stays `completed` for
+/// every one of them, as published clients accept only `completed` and `paused` there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Completed,
+    Aborted,
+    Error,
+    BudgetExceeded,
+    Denied,
+}
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(
@@ -16,22 +29,27 @@ pub enum AgentEvent {
     AgentStart {},
     AgentEnd {
         messages: Vec<AgentMessage>,
+        /// Always `completed`: see [`Outcome`].
+        stop_reason: &'static str,
+        outcome: Outcome,
+        /// The error that ended the run, with outcome `error`.
         #[serde(skip_serializing_if = "Option::is_none")]
-        stop_reason: Option<&'static str>,
+        error_message: Option<String>,
     },
     TurnStart {},
     TurnEnd {
         message: AgentMessage,
-        tool_results: Vec<ToolResultMessage>,
+        /// `toolResult` messages only, each with its `role`.
+        tool_results: Vec<AgentMessage>,
     },
     MessageStart {
         message: AgentMessage,
     },
-    /// `message` is the snapshot of the partial assistant message. With `compact` the writer
-    /// frames the delta alone (docs/protocol.md, "Compact message updates").
+    /// One streamed delta. The writer, which follows the message since its `message_start`,
+    /// adds the snapshot of the partial message (as `message` and as the event's `partial`,
+    /// [`write_message_update`]); with `compact` it frames the delta alone (docs/protocol.md,
+    /// "Compact message updates").
     MessageUpdate {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        message: Option<AgentMessage>,
         assistant_message_event: StreamEvent,
         #[serde(skip)]
         compact: bool,
@@ -63,7 +81,7 @@ pub enum AgentEvent {
     AutoCompactionEnd {
         action: &'static str,
         #[serde(skip_serializing_if = "Option::is_none")]
-        result: Option<Value>,
+        result: Option<CompactionResult>,
         aborted: bool,
         will_retry: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,6 +108,26 @@ pub enum AgentEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         source: Option<&'static str>,
     },
+}
+
+/// Writes a `message_update` event in the reference shape: the partial message as `message` and
+/// again as `assistantMessageEvent.partial`. `snapshot` is that message's JSON (with its `role`),
+/// serialized once by the caller and copied twice here.
+pub fn write_message_update(
+    out: &mut Vec<u8>,
+    snapshot: &[u8],
+    event: &StreamEvent,
+) -> serde_json::Result<()> {
+    out.extend_from_slice(br#"{"type":"message_update","message":"#);
+    out.extend_from_slice(snapshot);
+    out.extend_from_slice(br#","assistantMessageEvent":"#);
+    serde_json::to_writer(&mut *out, event)?;
+    // Reopen the event object (serde_json ends it with `}`) to add its `partial`.
+    out.pop();
+    out.extend_from_slice(br#","partial":"#);
+    out.extend_from_slice(snapshot);
+    out.extend_from_slice(b"}}");
+    Ok(())
 }
 
 impl AgentEvent {
@@ -119,6 +157,23 @@ impl AgentEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn message_update_carries_the_snapshot_twice() {
+        let mut out = Vec::new();
+        let ev = StreamEvent::TextDelta {
+            content_index: 0,
+            delta: "hi".into(),
+        };
+        write_message_update(&mut out, br#"{"role":"assistant"}"#, &ev).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"type":"message_update","message":{"role":"assistant"},
+                "assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"hi",
+                    "partial":{"role":"assistant"}}})
+        );
+    }
 
     #[test]
     fn kind_matches_serialized_type() {

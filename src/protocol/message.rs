@@ -351,6 +351,58 @@ fn block_text<S: serde::Serializer>(block: &Content, s: S) -> Result<S::Ok, S::E
 }
 
 impl StreamEvent {
+    /// Bytes of streamed text this event adds.
+    pub fn delta_len(&self) -> usize {
+        match self {
+            StreamEvent::TextDelta { delta, .. }
+            | StreamEvent::ThinkingDelta { delta, .. }
+            | StreamEvent::ToolcallDelta { delta, .. } => delta.len(),
+            _ => 0,
+        }
+    }
+
+    /// Appends `next` to this delta when both extend the same block the same way; otherwise
+    /// gives `next` back. Merged deltas build the same message as the two did.
+    pub fn merge(&mut self, next: StreamEvent) -> Result<(), StreamEvent> {
+        use StreamEvent::*;
+        match (self, next) {
+            (
+                TextDelta {
+                    content_index: a,
+                    delta,
+                },
+                TextDelta {
+                    content_index: b,
+                    delta: more,
+                },
+            )
+            | (
+                ThinkingDelta {
+                    content_index: a,
+                    delta,
+                },
+                ThinkingDelta {
+                    content_index: b,
+                    delta: more,
+                },
+            )
+            | (
+                ToolcallDelta {
+                    content_index: a,
+                    delta,
+                },
+                ToolcallDelta {
+                    content_index: b,
+                    delta: more,
+                },
+            ) if *a == b => {
+                delta.push_str(&more);
+                Ok(())
+            }
+            (_, next) => Err(next),
+        }
+    }
+
     pub fn content_index(&self) -> Option<usize> {
         match self {
             StreamEvent::TextStart { content_index }
@@ -365,6 +417,13 @@ impl StreamEvent {
             StreamEvent::Block { .. } => None,
         }
     }
+}
+
+/// An assistant message serialized with its `role`, without taking it.
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "camelCase")]
+pub enum MessageRef<'a> {
+    Assistant(&'a AssistantMessage),
 }
 
 /// A message in the agent's context.
@@ -578,6 +637,31 @@ mod tests {
             serde_json::to_string(&end).unwrap(),
             r#"{"type":"text_end","contentIndex":0,"content":"all"}"#
         );
+    }
+
+    #[test]
+    fn merged_deltas_build_the_same_message() {
+        let mut d = StreamEvent::TextDelta {
+            content_index: 1,
+            delta: "ab".into(),
+        };
+        assert!(d
+            .merge(StreamEvent::TextDelta {
+                content_index: 1,
+                delta: "c".into()
+            })
+            .is_ok());
+        assert_eq!(d.delta_len(), 3);
+        let other = StreamEvent::TextDelta {
+            content_index: 2,
+            delta: "x".into(),
+        };
+        assert_eq!(d.merge(other.clone()), Err(other));
+        let end = StreamEvent::TextEnd {
+            content_index: 1,
+            block: Content::text("abc"),
+        };
+        assert_eq!(d.merge(end.clone()), Err(end));
     }
 
     #[test]

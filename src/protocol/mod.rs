@@ -11,10 +11,13 @@ pub mod event;
 pub mod host_reply;
 pub mod message;
 pub mod outbound;
+pub mod reply;
 pub mod tagged;
 
 pub use command::Command;
 pub use decode::{decode_line, Inbound, MAX_LINE_BYTES};
 pub use event::AgentEvent;
 pub use host_reply::HostReply;
-pub use outbound::{Data, FlatFrame, Outbound, Response, TypedError};
+pub use outbound::{
+    Data, FlatFrame, Outbound, Ready, Response, TypedError, CAPABILITIES, PROTOCOL_VERSION,
+};

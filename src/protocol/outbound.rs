@@ -3,9 +3,48 @@
 
 use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::event::AgentEvent;
+
+/// The version of this protocol, in `ready` and in every event envelope.
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// Optional features this build serves, listed in `ready` so hosts can feature-detect.
+pub const CAPABILITIES: &[&str] = &[
+    "compact_message_update",
+    "host_tools",
+    "host_uris",
+    "extension_ui",
+    "session_registry",
+];
+
+/// The first frame: `{"type":"ready","version":...,"protocol_version":2,"capabilities":[...]}`.
+#[derive(Debug, Serialize)]
+pub struct Ready {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    version: &'static str,
+    protocol_version: u32,
+    capabilities: &'static [&'static str],
+}
+
+impl Ready {
+    pub fn new() -> Ready {
+        Ready {
+            kind: "ready",
+            version: env!("CARGO_PKG_VERSION"),
+            protocol_version: PROTOCOL_VERSION,
+            capabilities: CAPABILITIES,
+        }
+    }
+}
+
+impl Default for Ready {
+    fn default() -> Ready {
+        Ready::new()
+    }
+}
 
 #[derive(Debug, Clone)]
 pub enum Outbound {
@@ -29,8 +68,10 @@ pub struct Response {
     /// exist as a JSON tree).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<Data>,
+    /// Always a string: published clients show any other JSON as language-specific repr text.
+    /// A machine-readable code travels as the text's prefix (`code: message`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<Value>,
+    pub error: Option<String>,
 }
 
 /// A response payload, already JSON text.
@@ -67,9 +108,20 @@ impl Serialize for Data {
 }
 
 impl Response {
-    pub fn ok(id: Option<Value>, command: &str, data: Option<Value>) -> Response {
-        let data = data.and_then(|d| serde_json::value::to_raw_value(&d).ok());
+    /// A success whose payload is serialized here, once. Payloads are objects (or absent):
+    /// hosts reject any other JSON type as `data`.
+    pub fn ok<T: Serialize + ?Sized>(
+        id: Option<Value>,
+        command: &str,
+        data: Option<&T>,
+    ) -> Response {
+        let data = data.and_then(|d| serde_json::value::to_raw_value(d).ok());
         Response::ok_raw(id, command, data.map(Data::Checked))
+    }
+
+    /// A success without a payload.
+    pub fn done(id: Option<Value>, command: &str) -> Response {
+        Response::ok_raw(id, command, None)
     }
 
     /// A success whose payload is already serialized.
@@ -115,28 +167,28 @@ impl Response {
     }
 }
 
-/// A response error: a plain string, or a typed object `{code, message, ...}`.
-pub struct ErrorValue(pub Value);
+/// A response error's text: a plain message, or a typed error written `code: message`.
+pub struct ErrorValue(pub String);
 
 impl From<String> for ErrorValue {
     fn from(s: String) -> ErrorValue {
-        ErrorValue(Value::String(s))
+        ErrorValue(s)
     }
 }
 
 impl From<&str> for ErrorValue {
     fn from(s: &str) -> ErrorValue {
-        ErrorValue(Value::String(s.to_string()))
+        ErrorValue(s.to_string())
     }
 }
 
 impl From<TypedError> for ErrorValue {
     fn from(e: TypedError) -> ErrorValue {
-        ErrorValue(json!({"code": e.code, "message": e.message}))
+        ErrorValue(format!("{}: {}", e.code, e.message))
     }
 }
 
-/// A typed, object-valued error such as `{"code":"not_supported","message":...}`.
+/// An error with a machine-readable code, such as `not_supported: handoff is not available`.
 pub struct TypedError {
     pub code: &'static str,
     pub message: String,
@@ -205,7 +257,7 @@ mod tests {
 
     #[test]
     fn response_shapes() {
-        let ok = Response::ok(Some(json!("r1")), "get_state", None);
+        let ok = Response::done(Some(Value::from("r1")), "get_state");
         assert_eq!(
             serde_json::to_string(&ok).unwrap(),
             r#"{"id":"r1","type":"response","command":"get_state","success":true}"#

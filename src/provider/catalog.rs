@@ -70,6 +70,36 @@ pub struct Model {
     pub compat: Option<Value>,
 }
 
+impl Model {
+    /// The model as hosts see it.
+    pub fn info(&self) -> crate::protocol::reply::ModelInfo {
+        use crate::protocol::reply::{ModelCostInfo, ModelInfo, ThinkingRange};
+        ModelInfo {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            api: self.api.as_str(),
+            provider: self.provider.clone(),
+            base_url: self.base_url.clone(),
+            reasoning: self.reasoning,
+            input: self.input.clone(),
+            cost: ModelCostInfo {
+                input: self.cost.input,
+                output: self.cost.output,
+                cache_read: self.cost.cache_read,
+                cache_write: self.cost.cache_write,
+            },
+            context_window: self.context_window,
+            max_tokens: self.max_tokens,
+            thinking: self.reasoning.then_some(ThinkingRange {
+                min_level: "minimal",
+                max_level: if self.xhigh { "xhigh" } else { "high" },
+                mode: "effort",
+            }),
+            compat: self.compat.clone(),
+        }
+    }
+}
+
 /// Where a provider's API key comes from.
 #[derive(Debug, Clone, PartialEq)]
 enum KeySource {
@@ -86,7 +116,14 @@ pub struct Catalog {
     keys: BTreeMap<String, KeySource>,
 }
 
+/// The levels gjc itself applies.
 pub const THINKING_LEVELS: &[&str] = &["off", "minimal", "low", "medium", "high", "xhigh"];
+
+/// Every level hosts may send: gjc's own plus `inherit` (no level of its own: off) and `max`
+/// (the highest the model accepts).
+pub const WIRE_THINKING_LEVELS: &[&str] = &[
+    "inherit", "off", "minimal", "low", "medium", "high", "xhigh", "max",
+];
 
 impl Catalog {
     /// The built-in models plus `<agent_dir>/models.json` when it exists. A broken models.json is
@@ -130,6 +167,14 @@ impl Catalog {
 
     pub fn models(&self) -> &[Model] {
         &self.models
+    }
+
+    /// Every provider with a key rule, and whether its key is present now.
+    pub fn providers(&self) -> Vec<(String, bool)> {
+        self.keys
+            .keys()
+            .map(|p| (p.clone(), self.api_key(p).is_ok()))
+            .collect()
     }
 
     pub fn find(&self, provider: &str, id: &str) -> Option<&Model> {
@@ -269,6 +314,9 @@ pub fn clamp_thinking(level: &str, model: Option<&Model>) -> &'static str {
 }
 
 fn canonical(level: &str) -> &'static str {
+    if level == "max" {
+        return "xhigh";
+    }
     THINKING_LEVELS
         .iter()
         .find(|l| **l == level)

@@ -1,19 +1,29 @@
 //! One small function per command. Each returns the response data or the error; `handle_command`
 //! wraps that into the response frame with the request's `id`.
 
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::queue::{InterruptMode, QueueMode};
 use super::state::clean_session_name;
 use super::{todos, SessionLoop};
-use crate::exec::{BashJob, JobOwner};
+use crate::exec::JobOwner;
 use crate::protocol::command::*;
 use crate::protocol::message::UserMessage;
 use crate::protocol::outbound::{ErrorValue, TypedError};
-use crate::protocol::{AgentEvent, Command, Response};
-use crate::provider::catalog::{self, THINKING_LEVELS};
+use crate::protocol::reply;
+use crate::protocol::{AgentEvent, Command, Data, Response};
+use crate::provider::catalog::{self, WIRE_THINKING_LEVELS};
 
-type Reply = Result<Option<Value>, ErrorValue>;
+/// A command's payload, serialized from its `protocol::reply` type, or its error.
+type Reply = Result<Option<Data>, ErrorValue>;
+
+/// The payload of a typed reply.
+fn data<T: Serialize>(value: &T) -> Reply {
+    serde_json::value::to_raw_value(value)
+        .map(|raw| Some(Data::Checked(raw)))
+        .map_err(|e| ErrorValue::from(format!("internal error: {e}")))
+}
 
 const BUSY: &str = "Agent is already processing. Use steer() or followUp() to queue messages, or wait for completion.";
 
@@ -39,30 +49,29 @@ impl SessionLoop {
                 Ok(None)
             }
             Command::NewSession(p) => self.new_session(p.parent_session.as_deref()),
-            Command::GetState(p) => Ok(Some(self.state.state(
+            Command::GetState(p) => data(&self.state.state(
                 &p.include,
                 self.is_busy(),
                 self.is_compacting(),
-            ))),
+            )),
             Command::Compact(p) => return self.compact(id, p.custom_instructions.as_deref()),
             Command::SetTodos(p) => self.set_todos(&p.phases),
             Command::SetHostTools(p) => self.set_host_tools(&p.tools),
             Command::SetHostUriSchemes(p) => self.set_host_uri_schemes(&p.schemes),
-            Command::SetCapabilities(p) => Ok(Some(self.set_capabilities(&p.capabilities))),
+            Command::SetCapabilities(p) => data(&self.set_capabilities(&p.capabilities)),
             Command::SetModel(p) => self.set_model(&p.provider, &p.model_id),
-            Command::CycleModel(_) => Ok(Some(self.cycle_model())),
-            Command::GetAvailableModels(_) => {
-                let models: Vec<Value> = self
+            Command::CycleModel(_) => self.cycle_model(),
+            Command::GetAvailableModels(_) => data(&reply::Models {
+                models: self
                     .state
                     .catalog
                     .available()
                     .into_iter()
-                    .map(|m| json!(m))
-                    .collect();
-                Ok(Some(json!({ "models": models })))
-            }
+                    .map(|m| m.info())
+                    .collect(),
+            }),
             Command::SetThinkingLevel(p) => self.set_thinking_level(&p.level),
-            Command::CycleThinkingLevel(_) => Ok(Some(self.cycle_thinking_level())),
+            Command::CycleThinkingLevel(_) => self.cycle_thinking_level(),
             Command::SetSteeringMode(p) => parse_mode(&p.mode, "steering").map(|m| {
                 self.state.queues.steering_mode = m;
                 None
@@ -101,22 +110,46 @@ impl SessionLoop {
             Command::SwitchSession(p) => self.switch_session(std::path::Path::new(&p.session_path)),
             Command::Branch(p) => self.branch(&p.entry_id),
             Command::GetBranchMessages(_) => self.branch_messages(),
-            Command::ListSessions(p) => {
-                let sessions =
-                    super::store::list(&self.state.sessions_root, &self.state.session_dir, p.all);
-                Ok(Some(json!({ "sessions": sessions })))
-            }
+            Command::ListSessions(p) => data(&reply::Sessions {
+                sessions: super::store::list(
+                    &self.state.sessions_root,
+                    &self.state.session_dir,
+                    p.all,
+                ),
+            }),
             Command::ExportHtml(p) => self.export_html(p.output_path.as_deref()),
-            Command::GetSessionStats(_) => self.state.stats().map(Some).map_err(ErrorValue::from),
+            Command::GetSessionStats(_) => match self.state.stats() {
+                Ok(stats) => data(&stats),
+                Err(e) => Err(e.into()),
+            },
             Command::GetMessages(_) => return self.get_messages(id),
-            Command::GetLastAssistantText(_) => Ok(Some(match self.state.last_assistant_text() {
-                Some(t) => json!({ "text": t }),
-                None => json!({}),
-            })),
-            other => Err(not_supported(&other)),
+            Command::GetLastAssistantText(_) => data(&reply::LastAssistantText {
+                text: self.state.last_assistant_text(),
+            }),
+            Command::GetLoginProviders(_) => data(&self.login_providers()),
+            Command::Login(p) => Err(TypedError {
+                code: "not_supported",
+                message: format!(
+                    "login {}: interactive login is not available; API keys come from the environment or models.json",
+                    p.provider_id
+                ),
+            }
+            .into()),
+            Command::WorkflowGateResponse(_)
+            | Command::GetPendingWorkflowGates(_)
+            | Command::NegotiateUnattended(_) => Err(TypedError::not_supported(
+                name,
+                "workflow gates and unattended mode are not available in this build",
+            )
+            .into()),
+            Command::Handoff(_) => Err(TypedError::not_supported(
+                name,
+                "handoff is not available in this build",
+            )
+            .into()),
         };
         let response = match reply {
-            Ok(data) => Response::ok(id, name, data),
+            Ok(data) => Response::ok_raw(id, name, data),
             Err(e) => Response::err(id, name, e),
         };
         self.respond(response);
@@ -136,7 +169,7 @@ impl SessionLoop {
                 None => return self.respond(Response::err(id, "prompt", BUSY)),
             };
             queue.push_back(message);
-            return self.respond(Response::ok(id, "prompt", None));
+            return self.respond(Response::done(id, "prompt"));
         }
         self.start_prompt(id, "prompt", message);
     }
@@ -167,7 +200,7 @@ impl SessionLoop {
             }
             self.write_selection();
         }
-        self.respond(Response::ok(id, command, None));
+        self.respond(Response::done(id, command));
         self.start_run(vec![message]);
     }
 
@@ -224,27 +257,6 @@ impl SessionLoop {
         }
     }
 
-    fn user_bash(&mut self, id: Option<Value>, b: BashParams) {
-        if self.user_bash.is_some() {
-            let e = TypedError {
-                code: "busy",
-                message:
-                    "A bash command is already running; wait for its response or send abort_bash"
-                        .into(),
-            };
-            return self.respond(Response::err(id, "bash", e));
-        }
-        self.user_bash = Some((id, b.command.clone()));
-        self.bash.run(BashJob {
-            owner: JobOwner::User,
-            command: b.command,
-            cwd: self.state.cwd.clone(),
-            timeout: None,
-            stream: false,
-            reply: self.bash_tx(),
-        });
-    }
-
     fn new_session(&mut self, parent: Option<&str>) -> Reply {
         self.abort_run();
         self.state.store.sync();
@@ -263,7 +275,8 @@ impl SessionLoop {
             super::store::Store::in_memory(&id, &self.state.cwd)
         };
         self.reset(id, store, Default::default(), None);
-        Ok(Some(json!({ "cancelled": false })))
+        self.registry_update();
+        data(&reply::Cancelled { cancelled: false })
     }
 
     /// Replaces the session: id, file, context and name; queues, todos and usage start over.
@@ -305,7 +318,8 @@ impl SessionLoop {
         }
         self.reset(id, store, loaded.context, name);
         crate::memory::release_free_pages();
-        Ok(Some(json!({ "cancelled": false })))
+        self.registry_update();
+        data(&reply::Cancelled { cancelled: false })
     }
 
     fn branch(&mut self, entry_id: &str) -> Reply {
@@ -326,7 +340,10 @@ impl SessionLoop {
         // Editors put the branched message back into their input box.
         let frame = crate::host::ui::notice("set_editor_text", json!({ "text": text }));
         self.send(crate::protocol::Outbound::Frame(frame));
-        Ok(Some(json!({ "text": text, "cancelled": false })))
+        data(&reply::BranchResult {
+            text,
+            cancelled: false,
+        })
     }
 
     fn branch_messages(&mut self) -> Reply {
@@ -336,14 +353,16 @@ impl SessionLoop {
             .path()
             .filter(|_| self.state.store.is_on_disk())
         else {
-            return Ok(Some(json!({ "messages": [] })));
+            return data(&reply::BranchMessages {
+                messages: Vec::new(),
+            });
         };
-        let messages: Vec<Value> = super::store::user_messages(path)
+        let messages = super::store::user_messages(path)
             .map_err(ErrorValue::from)?
             .into_iter()
-            .map(|(entry_id, text)| json!({ "entryId": entry_id, "text": text }))
+            .map(|(entry_id, text)| reply::BranchMessage { entry_id, text })
             .collect();
-        Ok(Some(json!({ "messages": messages })))
+        data(&reply::BranchMessages { messages })
     }
 
     /// Writes the HTML page; by default next to the session file.
@@ -369,7 +388,9 @@ impl SessionLoop {
         let written = std::fs::write(&target, html);
         crate::memory::release_free_pages();
         written.map_err(|e| ErrorValue::from(format!("cannot write {}: {e}", target.display())))?;
-        Ok(Some(json!({ "path": target.display().to_string() })))
+        data(&reply::Exported {
+            path: target.display().to_string(),
+        })
     }
 
     fn set_todos(&mut self, phases: &[Value]) -> Reply {
@@ -377,7 +398,9 @@ impl SessionLoop {
             .map_err(|e| ErrorValue::from(format!("Invalid todo phases: {e}")))?;
         self.state.todos = phases;
         self.show_todos();
-        Ok(Some(json!({ "todoPhases": self.state.todos })))
+        data(&reply::TodoPhases {
+            todo_phases: &self.state.todos,
+        })
     }
 
     fn set_host_tools(&mut self, defs: &[HostToolDefinition]) -> Reply {
@@ -394,23 +417,26 @@ impl SessionLoop {
             })
             .collect();
         self.state.tools.set_host_tools(tools);
-        Ok(Some(json!({ "toolNames": names })))
+        data(&reply::ToolNames { tool_names: names })
     }
 
     fn set_host_uri_schemes(&mut self, defs: &[HostUriSchemeDefinition]) -> Reply {
         let schemes = crate::host::uri::normalize(defs).map_err(ErrorValue::from)?;
         let names: Vec<String> = schemes.iter().map(|s| s.scheme.clone()).collect();
         self.state.schemes = std::sync::Arc::new(schemes);
-        Ok(Some(json!({ "schemes": names })))
+        data(&reply::Schemes { schemes: names })
     }
 
-    fn set_capabilities(&mut self, caps: &Value) -> Value {
+    fn set_capabilities(&mut self, caps: &Value) -> reply::Capabilities {
         let items = caps.as_array().cloned().unwrap_or_default();
         let (accepted, unsupported): (Vec<Value>, Vec<Value>) = items
             .into_iter()
             .partition(|c| c.as_str() == Some("compact_message_update"));
         self.compact_updates = !accepted.is_empty();
-        json!({ "acceptedCapabilities": accepted, "unsupported": unsupported })
+        reply::Capabilities {
+            accepted_capabilities: accepted,
+            unsupported,
+        }
     }
 
     fn set_model(&mut self, provider: &str, model_id: &str) -> Reply {
@@ -426,10 +452,13 @@ impl SessionLoop {
             .map_err(|_| ErrorValue::from(format!("No API key for {provider}/{model_id}")))?;
         self.state.model = Some(model.clone());
         self.apply_thinking(self.state.thinking);
-        Ok(Some(json!(model)))
+        self.registry_update();
+        // The model object itself is the payload.
+        data(&model.info())
     }
 
-    fn cycle_model(&mut self) -> Value {
+    /// The next available model (the current one when it is the only one).
+    fn cycle_model(&mut self) -> Reply {
         let available: Vec<catalog::Model> = self
             .state
             .catalog
@@ -437,8 +466,8 @@ impl SessionLoop {
             .into_iter()
             .cloned()
             .collect();
-        if available.len() < 2 {
-            return Value::Null;
+        if available.is_empty() {
+            return Err("No models available: set a provider's API key or add models.json".into());
         }
         let current = self.state.model.as_ref().and_then(|m| {
             available
@@ -448,12 +477,21 @@ impl SessionLoop {
         let next = available[current.map_or(0, |i| (i + 1) % available.len())].clone();
         self.state.model = Some(next.clone());
         self.apply_thinking(self.state.thinking);
-        json!({ "model": next, "thinkingLevel": self.state.thinking, "isScoped": false })
+        self.registry_update();
+        data(&reply::CycledModel {
+            model: next.info(),
+            thinking_level: self.state.thinking,
+            is_scoped: false,
+        })
     }
 
     fn set_thinking_level(&mut self, level: &str) -> Reply {
-        if !THINKING_LEVELS.contains(&level) {
-            return Err(format!("Invalid thinking level: {level}").into());
+        if !WIRE_THINKING_LEVELS.contains(&level) {
+            return Err(format!(
+                "Invalid thinking level: {level} (one of {})",
+                WIRE_THINKING_LEVELS.join(", ")
+            )
+            .into());
         }
         self.apply_thinking(level);
         Ok(None)
@@ -470,40 +508,43 @@ impl SessionLoop {
         }
     }
 
-    fn cycle_thinking_level(&mut self) -> Value {
+    /// `{level}` after the step; no payload for a model without thinking levels.
+    fn cycle_thinking_level(&mut self) -> Reply {
         let Some(model) = &self.state.model else {
-            return Value::Null;
+            return Ok(None);
         };
         let levels = catalog::thinking_cycle(model);
         if levels.is_empty() {
-            return Value::Null;
+            return Ok(None);
         }
         let i = levels
             .iter()
             .position(|l| *l == self.state.thinking)
             .map_or(0, |i| (i + 1) % levels.len());
         self.apply_thinking(levels[i]);
-        json!({ "level": self.state.thinking })
+        data(&reply::ThinkingLevel {
+            level: self.state.thinking,
+        })
+    }
+
+    /// Every provider gjc knows, with whether a key for it is present.
+    fn login_providers(&self) -> reply::LoginProviders {
+        let providers = self
+            .state
+            .catalog
+            .providers()
+            .into_iter()
+            .map(|(id, authenticated)| reply::LoginProvider {
+                name: id.clone(),
+                id,
+                available: true,
+                authenticated,
+            })
+            .collect();
+        reply::LoginProviders { providers }
     }
 }
 
 fn parse_mode(mode: &str, what: &str) -> Result<QueueMode, ErrorValue> {
     QueueMode::parse(mode).ok_or_else(|| format!("Invalid {what} mode: {mode}").into())
-}
-
-/// A typed error for commands whose capability this build does not have.
-fn not_supported(command: &Command) -> ErrorValue {
-    let why = match command {
-        Command::WorkflowGateResponse(_)
-        | Command::GetPendingWorkflowGates(_)
-        | Command::NegotiateUnattended(_) => {
-            "workflow gates and unattended mode are not available in this build"
-        }
-        Command::Handoff(_) => "handoff is not available",
-        Command::GetLoginProviders(_) | Command::Login(_) => {
-            "OAuth login is not available; API keys come from the environment or models.json"
-        }
-        _ => "not available",
-    };
-    TypedError::not_supported(command.name(), why).into()
 }

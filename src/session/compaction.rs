@@ -11,6 +11,7 @@ use super::SessionLoop;
 use crate::protocol::message::{
     AgentMessage, AssistantMessage, CompactionSummaryMessage, Content, UserMessage,
 };
+use crate::protocol::reply::CompactionResult;
 use crate::protocol::{AgentEvent, Response};
 use crate::provider::{self, ProviderEvent, ProviderMsg, ProviderRequest, StreamHandle};
 
@@ -145,7 +146,7 @@ impl SessionLoop {
         let tokens = self
             .state
             .context_usage()
-            .and_then(|u| u["tokens"].as_u64())
+            .and_then(|u| u.tokens)
             .unwrap_or(0);
         self.state.auto_compaction && tokens > model.context_window.saturating_sub(RESERVE_TOKENS)
     }
@@ -164,7 +165,7 @@ impl SessionLoop {
         let tokens_before = self
             .state
             .context_usage()
-            .and_then(|u| u["tokens"].as_u64())
+            .and_then(|u| u.tokens)
             .unwrap_or(0);
         let prompt = summary_prompt(&self.state.messages.messages()?[..cut], custom);
         let request = ProviderRequest {
@@ -250,7 +251,7 @@ impl SessionLoop {
         self.send(crate::protocol::Outbound::Frame(notice));
         match c.origin {
             Origin::Manual(id) => self.respond(match result {
-                Ok(data) => Response::ok(id, "compact", Some(data)),
+                Ok(data) => Response::ok(id, "compact", Some(&data)),
                 Err(e) => Response::err(id, "compact", e),
             }),
             Origin::Threshold => {
@@ -269,7 +270,7 @@ impl SessionLoop {
 
     fn emit_compaction_end(
         &mut self,
-        result: &Result<Value, String>,
+        result: &Result<CompactionResult, String>,
         aborted: bool,
         will_retry: bool,
     ) {
@@ -292,7 +293,7 @@ impl SessionLoop {
         summary: &str,
         cut: usize,
         tokens_before: u64,
-    ) -> Result<Value, String> {
+    ) -> Result<CompactionResult, String> {
         let (messages, ids) = self.state.messages.parts_mut()?;
         let first_kept = ids.get(cut).cloned().flatten().unwrap_or_default();
         if cut > messages.len() {
@@ -319,9 +320,12 @@ impl SessionLoop {
                 .collect(),
             std::iter::once(Some(entry_id)).chain(kept_ids).collect(),
         );
-        Ok(
-            json!({"summary": summary, "firstKeptEntryId": first_kept, "tokensBefore": tokens_before}),
-        )
+        Ok(CompactionResult {
+            summary: summary.to_string(),
+            first_kept_entry_id: first_kept.to_string(),
+            tokens_before,
+            details: None,
+        })
     }
 
     /// Abort while summarising: the stream is shut down and the requester told.

@@ -5,6 +5,10 @@
 //!
 //! The loop takes, in this order of priority: control frames (cancellations, shutdown), commands
 //! (in the order they were read), then work events (provider, tools, user bash, timers).
+//!
+//! Output never blocks it either (`crate::output`): while the host is not reading stdout, the
+//! loop stops taking commands (the control lane still works) and merges streamed deltas into one
+//! held `message_update` until the writer catches up.
 
 pub mod commands;
 pub mod compaction;
@@ -16,6 +20,8 @@ pub mod scan;
 pub mod state;
 pub mod store;
 pub mod todos;
+pub mod tool_calls;
+pub mod user_bash;
 
 use std::time::Instant;
 
@@ -24,6 +30,8 @@ use serde_json::Value;
 
 use crate::exec::{BashEvent, BashHandle};
 use crate::host::HostHandle;
+use crate::output::OutTx;
+use crate::protocol::message::StreamEvent;
 use crate::protocol::{AgentEvent, Command, Outbound, Response};
 use crate::provider::ProviderMsg;
 use crate::tools::ToolMsg;
@@ -56,7 +64,9 @@ pub enum CommandFrame {
 pub struct Channels {
     pub control: Receiver<ControlFrame>,
     pub commands: Receiver<CommandFrame>,
-    pub out: Sender<Outbound>,
+    pub out: OutTx,
+    /// Woken when the output lane, backed up before, has drained.
+    pub out_drained: Receiver<()>,
     pub provider_tx: Sender<ProviderMsg>,
     pub provider: Receiver<ProviderMsg>,
     pub tool_tx: Sender<ToolMsg>,
@@ -82,6 +92,13 @@ pub struct SessionLoop {
     pub pending_continuation: Option<Vec<crate::protocol::message::UserMessage>>,
     /// A summary being written (manual or automatic compaction).
     pub compaction: Option<compaction::Compaction>,
+    /// This process's record in the session registry.
+    registry: crate::registry::Registry,
+    /// Deltas merged while the output lane is backed up, not yet queued.
+    held: Option<StreamEvent>,
+    /// About how large the streamed message's snapshot is, to count update frames by the bytes
+    /// the writer will write for them.
+    snapshot_bytes: usize,
     closing: bool,
 }
 
@@ -93,6 +110,7 @@ enum Event {
     Tool(ToolMsg),
     Bash(BashEvent),
     Timer,
+    OutputDrained,
 }
 
 impl SessionLoop {
@@ -102,6 +120,7 @@ impl SessionLoop {
         bash: BashHandle,
         host: HostHandle,
         compact_updates: bool,
+        registry: crate::registry::Registry,
     ) -> SessionLoop {
         SessionLoop {
             state,
@@ -114,12 +133,16 @@ impl SessionLoop {
             compact_updates,
             pending_continuation: None,
             compaction: None,
+            registry,
+            held: None,
+            snapshot_bytes: 0,
             closing: false,
         }
     }
 
     /// Runs until stdin closes (or a shutdown signal), then aborts what runs and returns.
     pub fn run(mut self) {
+        self.registry_update();
         while !self.closing {
             match self.next_event() {
                 Event::Control(ControlFrame::Command { id, command }) => {
@@ -141,6 +164,7 @@ impl SessionLoop {
                 Event::Tool(msg) => self.on_tool(msg),
                 Event::Bash(ev) => self.on_bash(ev),
                 Event::Timer => self.on_timer(),
+                Event::OutputDrained => self.flush_held(),
             }
         }
         self.shutdown();
@@ -151,9 +175,19 @@ impl SessionLoop {
             Some(d) => after(d.saturating_duration_since(Instant::now())),
             None => never(),
         };
+        // A host that does not read stdout gets no new command handled (their responses would
+        // only pile up), but its cancellations still act at once.
+        let paused = never();
+        let commands = if self.ch.out.is_backed_up() {
+            self.ch.out.wake_when_drained();
+            &paused
+        } else {
+            &self.ch.commands
+        };
         select_biased! {
             recv(self.ch.control) -> m => m.map(Event::Control).unwrap_or(Event::CommandsClosed),
-            recv(self.ch.commands) -> m => m.map(Event::Command).unwrap_or(Event::CommandsClosed),
+            recv(self.ch.out_drained) -> _ => Event::OutputDrained,
+            recv(commands) -> m => m.map(Event::Command).unwrap_or(Event::CommandsClosed),
             recv(self.ch.provider) -> m => m.map(Event::Provider).unwrap_or(Event::Timer),
             recv(self.ch.tool) -> m => m.map(Event::Tool).unwrap_or(Event::Timer),
             recv(self.ch.bash_events) -> m => m.map(Event::Bash).unwrap_or(Event::Timer),
@@ -165,9 +199,21 @@ impl SessionLoop {
         if self.run.is_some() {
             self.abort_run();
         }
+        self.flush_held();
         self.bash.shutdown();
         self.host.shutdown("RPC client disconnected");
         self.state.store.sync();
+        self.registry.remove();
+    }
+
+    /// Publishes the current session and model in the registry.
+    pub fn registry_update(&mut self) {
+        let model = self
+            .state
+            .model
+            .as_ref()
+            .map(|m| format!("{}/{}", m.provider, m.id));
+        self.registry.publish(&self.state.id, model.as_deref());
     }
 
     pub fn next_generation(&mut self) -> u64 {
@@ -187,15 +233,69 @@ impl SessionLoop {
         self.ch.bash_tx.clone()
     }
 
-    /// Writes a frame. A failed send means the writer is gone (stdout closed): shut down.
+    /// Queues a frame (never blocking). A failed send means the writer is gone (stdout
+    /// closed): shut down.
     pub fn send(&mut self, frame: Outbound) {
+        self.flush_held();
         if self.ch.out.send(frame).is_err() {
             self.closing = true;
         }
     }
 
     pub fn emit(&mut self, event: AgentEvent) {
+        if matches!(
+            event,
+            AgentEvent::MessageStart { .. } | AgentEvent::MessageEnd { .. }
+        ) {
+            self.snapshot_bytes = 256;
+        }
         self.send(Outbound::Event(Box::new(event)));
+    }
+
+    /// A streamed delta as `message_update`: queued at once, or merged into the held one while
+    /// the output lane is backed up. The host receives every byte, in fewer frames.
+    pub fn emit_update(&mut self, event: StreamEvent) {
+        let event = match self.held.take() {
+            Some(mut held) => match held.merge(event) {
+                Ok(()) => held,
+                Err(next) => {
+                    self.queue_update(held);
+                    next
+                }
+            },
+            None => event,
+        };
+        if self.ch.out.is_backed_up() {
+            self.held = Some(event);
+            self.ch.out.wake_when_drained();
+        } else {
+            self.queue_update(event);
+        }
+    }
+
+    fn flush_held(&mut self) {
+        if let Some(held) = self.held.take() {
+            self.queue_update(held);
+        }
+    }
+
+    fn queue_update(&mut self, event: StreamEvent) {
+        self.snapshot_bytes += event.delta_len();
+        let compact = self.compact_updates;
+        // Reference-shape frames carry the snapshot twice.
+        let cost = event.delta_len()
+            + if compact {
+                256
+            } else {
+                2 * self.snapshot_bytes
+            };
+        let frame = Outbound::Event(Box::new(AgentEvent::MessageUpdate {
+            assistant_message_event: event,
+            compact,
+        }));
+        if self.ch.out.send_costed(frame, cost).is_err() {
+            self.closing = true;
+        }
     }
 
     pub fn respond(&mut self, response: Response) {

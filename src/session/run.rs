@@ -5,21 +5,19 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use super::compaction::Origin;
-use super::queue::InterruptMode;
 use super::SessionLoop;
-use crate::exec::{BashEvent, JobOwner};
+use crate::exec::JobOwner;
+use crate::protocol::event::Outcome;
 use crate::protocol::message::{
     AgentMessage, AssistantMessage, BashExecutionMessage, Content, StopReason, ToolCall,
     ToolOutput, ToolResultMessage, UserMessage,
 };
-use crate::protocol::{AgentEvent, Response};
+use crate::protocol::AgentEvent;
 use crate::provider::{
     self, ProviderEvent, ProviderFailure, ProviderMsg, ProviderRequest, StreamHandle,
 };
-use crate::tools::{self, ToolEvent, ToolHandle, ToolMsg};
+use crate::tools::ToolHandle;
 
 /// How long a stream may go without a single event before it counts as stalled.
 fn stall_timeout() -> Duration {
@@ -60,6 +58,8 @@ pub enum Phase {
     RetryWait {
         until: Instant,
         failed: AssistantMessage,
+        /// Whether the host saw the failed attempt start (and therefore end).
+        told: Told,
     },
     /// Waiting for an automatic compaction (`SessionLoop::compaction`).
     Compacting,
@@ -67,7 +67,25 @@ pub enum Phase {
     Idle,
 }
 
-const SKIPPED: &str = "Skipped due to queued user message.";
+/// What the host has been told of an assistant message: each message gets exactly one
+/// `message_start` and one `message_end`, on every path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Told {
+    Nothing,
+    Started,
+    Ended,
+}
+
+impl Told {
+    pub fn started(started: bool) -> Told {
+        if started {
+            Told::Started
+        } else {
+            Told::Nothing
+        }
+    }
+}
+
 const ABORTED: &str = "Tool execution was aborted";
 
 impl SessionLoop {
@@ -172,7 +190,7 @@ impl SessionLoop {
                 };
                 failed.stop_reason = StopReason::Error;
                 failed.error_message = Some(e);
-                return self.finish_assistant(failed, false);
+                return self.finish_assistant(failed, Told::Nothing);
             }
         };
         let request = ProviderRequest {
@@ -235,37 +253,18 @@ impl SessionLoop {
                 }
             }
             ProviderEvent::Delta(ev) => {
-                partial.apply(&ev);
+                // Announced before the delta applies: the writer follows the message from here.
                 let announce = (!*started).then(|| AgentMessage::Assistant(partial.clone()));
+                partial.apply(&ev);
                 *started = true;
-                let snapshot =
-                    (!self.compact_updates).then(|| AgentMessage::Assistant(partial.clone()));
                 if let Some(message) = announce {
                     self.emit(AgentEvent::MessageStart { message });
                 }
-                self.emit_update(ev, snapshot);
+                self.emit_update(ev);
             }
             ProviderEvent::Done(message) => self.finish_streamed(message),
             ProviderEvent::Failed(failure) => self.on_failure(failure),
         }
-    }
-
-    fn emit_update(
-        &mut self,
-        ev: crate::protocol::message::StreamEvent,
-        snapshot: Option<AgentMessage>,
-    ) {
-        if matches!(ev, crate::protocol::message::StreamEvent::Block { .. }) {
-            return;
-        }
-        // Compact frames carry no snapshot at all: periodic checkpoints (as the reference sends)
-        // would make the stream grow with the message again; `message_end` is authoritative.
-        let compact = self.compact_updates;
-        self.emit(AgentEvent::MessageUpdate {
-            message: snapshot,
-            assistant_message_event: ev,
-            compact,
-        });
     }
 
     fn stream_started(&self) -> bool {
@@ -279,8 +278,8 @@ impl SessionLoop {
     }
 
     fn finish_streamed(&mut self, message: AssistantMessage) {
-        let started = self.stream_started();
-        self.finish_assistant(message, started);
+        let told = Told::started(self.stream_started());
+        self.finish_assistant(message, told);
     }
 
     fn on_failure(&mut self, failure: ProviderFailure) {
@@ -340,6 +339,7 @@ impl SessionLoop {
                 run.phase = Phase::RetryWait {
                     until: Instant::now() + delay,
                     failed: failure.message,
+                    told: if started { Told::Ended } else { Told::Nothing },
                 };
             }
             return;
@@ -355,7 +355,7 @@ impl SessionLoop {
                 run.retry_attempt = 0;
             }
         }
-        self.finish_assistant(failure.message, started);
+        self.finish_assistant(failure.message, Told::started(started));
     }
 
     pub fn on_timer(&mut self) {
@@ -387,23 +387,25 @@ impl SessionLoop {
         }
     }
 
-    /// Keeps the final assistant message, then announces it (`message_start` too when the stream
-    /// never started one).
-    fn close_assistant(&mut self, message: &AssistantMessage, started: bool) {
+    /// Keeps the final assistant message, then closes it for the host: `message_start` too when
+    /// the stream never started one, nothing when a retried attempt already ended it.
+    fn close_assistant(&mut self, message: &AssistantMessage, told: Told) {
         self.record(AgentMessage::Assistant(message.clone()));
-        if !started {
+        if told == Told::Nothing {
             self.emit(AgentEvent::MessageStart {
                 message: AgentMessage::Assistant(message.clone()),
             });
         }
-        self.emit(AgentEvent::MessageEnd {
-            message: AgentMessage::Assistant(message.clone()),
-        });
+        if told != Told::Ended {
+            self.emit(AgentEvent::MessageEnd {
+                message: AgentMessage::Assistant(message.clone()),
+            });
+        }
     }
 
     /// The assistant message is final: announce it, keep it, then run its tools or end the turn.
-    fn finish_assistant(&mut self, message: AssistantMessage, started: bool) {
-        self.close_assistant(&message, started);
+    fn finish_assistant(&mut self, message: AssistantMessage, told: Told) {
+        self.close_assistant(&message, told);
         let ok = !matches!(message.stop_reason, StopReason::Error | StopReason::Aborted);
         if let Some(run) = &mut self.run {
             if ok && run.retry_attempt > 0 {
@@ -442,214 +444,21 @@ impl SessionLoop {
         self.next_tool();
     }
 
-    /// Starts the next pending tool call, or ends the turn when none is left.
-    fn next_tool(&mut self) {
-        loop {
-            let Some(Run {
-                phase: Phase::Tools {
-                    pending, assistant, ..
-                },
-                ..
-            }) = &mut self.run
-            else {
-                return;
-            };
-            let cut_off = assistant.stop_reason == StopReason::Length;
-            let Some(call) = pending.pop_front() else {
-                let Some(run) = &mut self.run else { return };
-                let Phase::Tools {
-                    assistant, results, ..
-                } = std::mem::replace(&mut run.phase, Phase::Idle)
-                else {
-                    return;
-                };
-                return self.end_turn(assistant, results);
-            };
-            self.emit(AgentEvent::ToolExecutionStart {
-                tool_call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                args: call.arguments.clone(),
-            });
-            if cut_off || call.incomplete_arguments {
-                let text = "This tool call was cut off by the output token limit before its arguments were complete, so it was not run. Re-issue it with complete arguments, splitting the work into smaller steps if needed.";
-                self.complete_tool(&call, ToolOutput::error(text));
-                continue;
-            }
-            let Some(tool) = self.state.tools.get(&call.name) else {
-                self.complete_tool(
-                    &call,
-                    ToolOutput::error(format!("Tool {} not found", call.name)),
-                );
-                continue;
-            };
-            if let Err(e) = self.state.tools.validate(&call.name, &call.arguments) {
-                self.complete_tool(&call, ToolOutput::error(e));
-                continue;
-            }
-            let generation = self.run.as_ref().map(|r| r.generation).unwrap_or(0);
-            let services = tools::Services {
-                cwd: self.state.cwd.clone(),
-                bash: self.bash.clone(),
-                host: self.host.clone(),
-                schemes: self.state.schemes.clone(),
-            };
-            let handle = tools::spawn(
-                tool,
-                call.arguments.clone(),
-                services,
-                call.id.clone(),
-                generation,
-                self.tool_tx(),
-            );
-            if let Some(Run {
-                phase: Phase::Tools { running, .. },
-                ..
-            }) = &mut self.run
-            {
-                *running = Some((call, handle));
-            }
-            return;
-        }
-    }
-
-    pub fn on_tool(&mut self, msg: ToolMsg) {
-        let Some(run) = &mut self.run else { return };
-        let Phase::Tools {
-            running: Some((call, _)),
-            ..
-        } = &run.phase
-        else {
-            return;
-        };
-        if run.generation != msg.generation || call.id != msg.call_id {
-            return;
-        }
-        let call = call.clone();
-        match msg.event {
-            ToolEvent::Update(partial) => self.emit(AgentEvent::ToolExecutionUpdate {
-                tool_call_id: call.id,
-                tool_name: call.name,
-                args: call.arguments,
-                partial_result: partial,
-            }),
-            ToolEvent::Done(output) => {
-                if let Some(Run {
-                    phase: Phase::Tools { running, .. },
-                    ..
-                }) = &mut self.run
-                {
-                    *running = None;
-                }
-                self.apply_tool_side_effects(&call, &output);
-                self.complete_tool(&call, output);
-                self.skip_rest_if_steered();
-                self.next_tool();
-            }
-        }
-    }
-
-    /// `todo_write` results carry the new phases for `get_state.todoPhases`.
-    fn apply_tool_side_effects(&mut self, call: &ToolCall, output: &ToolOutput) {
-        if call.name == "todo_write" && !output.is_error {
-            if let Some(phases) = output.details.as_ref().and_then(|d| d.get("todoPhases")) {
-                if let Ok(p) = serde_json::from_value(phases.clone()) {
-                    self.state.todos = p;
-                    self.show_todos();
-                }
-            }
-        }
-    }
-
-    /// Interrupt mode "immediate": a queued steer skips the turn's remaining tool calls.
-    fn skip_rest_if_steered(&mut self) {
-        if self.state.queues.interrupt_mode != InterruptMode::Immediate
-            || self.state.queues.steering.is_empty()
-        {
-            return;
-        }
-        let Some(Run {
-            phase: Phase::Tools { pending, .. },
-            ..
-        }) = &mut self.run
-        else {
-            return;
-        };
-        let skipped: VecDeque<ToolCall> = std::mem::take(pending);
-        let results = self.fail_calls(skipped, SKIPPED);
-        if let Some(Run {
-            phase: Phase::Tools { results: r, .. },
-            ..
-        }) = &mut self.run
-        {
-            r.extend(results);
-        }
-    }
-
-    /// Gives every call a synthetic error result (with start/end events), returning the results.
-    fn fail_calls(&mut self, calls: VecDeque<ToolCall>, text: &str) -> Vec<ToolResultMessage> {
-        calls
-            .into_iter()
-            .map(|call| {
-                self.emit(AgentEvent::ToolExecutionStart {
-                    tool_call_id: call.id.clone(),
-                    tool_name: call.name.clone(),
-                    args: call.arguments.clone(),
-                });
-                self.tool_result(&call, ToolOutput::error(text))
-            })
-            .collect()
-    }
-
-    fn complete_tool(&mut self, call: &ToolCall, output: ToolOutput) {
-        let result = self.tool_result(call, output);
-        if let Some(Run {
-            phase: Phase::Tools { results, .. },
-            ..
-        }) = &mut self.run
-        {
-            results.push(result);
-        }
-    }
-
-    /// `tool_execution_end` and the toolResult message.
-    fn tool_result(&mut self, call: &ToolCall, output: ToolOutput) -> ToolResultMessage {
-        let is_error = output.is_error;
-        let message = ToolResultMessage {
-            tool_call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            content: output.content.clone(),
-            details: output.details.clone(),
-            is_error,
-            timestamp: crate::ids::now_ms(),
-        };
-        let announced = AgentMessage::ToolResult(message.clone());
-        self.record(announced.clone());
-        self.emit(AgentEvent::ToolExecutionEnd {
-            tool_call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            result: output,
-            is_error,
-        });
-        self.emit(AgentEvent::MessageStart {
-            message: announced.clone(),
-        });
-        self.emit(AgentEvent::MessageEnd { message: announced });
-        message
-    }
-
     /// `turn_end`, then another turn when tools ran or messages are queued, else the run ends.
-    fn end_turn(&mut self, assistant: AssistantMessage, results: Vec<ToolResultMessage>) {
-        let failed = matches!(
-            assistant.stop_reason,
-            StopReason::Error | StopReason::Aborted
-        );
+    pub(super) fn end_turn(
+        &mut self,
+        assistant: AssistantMessage,
+        results: Vec<ToolResultMessage>,
+    ) {
+        let failure = match assistant.stop_reason {
+            StopReason::Aborted => Some((Outcome::Aborted, None)),
+            StopReason::Error => Some((Outcome::Error, assistant.error_message.clone())),
+            _ => None,
+        };
         let ran_tools = !results.is_empty();
-        self.emit(AgentEvent::TurnEnd {
-            message: AgentMessage::Assistant(assistant),
-            tool_results: results,
-        });
-        if failed {
-            return self.end_run("completed");
+        self.emit_turn_end(assistant, results);
+        if let Some((outcome, error)) = failure {
+            return self.end_run(outcome, error);
         }
         let mut next = self.state.queues.poll_steering();
         if next.is_empty() && !ran_tools {
@@ -659,7 +468,7 @@ impl SessionLoop {
             if self.over_threshold() && self.start_compaction(Origin::Threshold, None).is_ok() {
                 return;
             }
-            return self.end_run("completed");
+            return self.end_run(Outcome::Completed, None);
         }
         self.emit(AgentEvent::TurnStart {});
         for m in next {
@@ -668,11 +477,22 @@ impl SessionLoop {
         self.request_model();
     }
 
-    fn end_run(&mut self, stop_reason: &'static str) {
+    fn emit_turn_end(&mut self, assistant: AssistantMessage, results: Vec<ToolResultMessage>) {
+        self.emit(AgentEvent::TurnEnd {
+            message: AgentMessage::Assistant(assistant),
+            tool_results: results.into_iter().map(AgentMessage::ToolResult).collect(),
+        });
+    }
+
+    /// `agent_end`, exactly once per run. `stopReason` is `completed` whatever the outcome (the
+    /// value published clients accept); `outcome` says how the run really ended.
+    fn end_run(&mut self, outcome: Outcome, error_message: Option<String>) {
         let Some(run) = self.run.take() else { return };
         self.emit(AgentEvent::AgentEnd {
             messages: run.produced,
-            stop_reason: Some(stop_reason),
+            stop_reason: "completed",
+            outcome,
+            error_message,
         });
         for b in run.deferred_bash {
             self.record(AgentMessage::BashExecution(b));
@@ -697,7 +517,7 @@ impl SessionLoop {
                 partial.stop_reason = StopReason::Aborted;
                 partial.error_message = Some("Request was aborted".into());
                 strip_partial_json(&mut partial);
-                self.finish_aborted(partial, started);
+                self.finish_aborted(partial, Told::started(started));
             }
             Phase::Tools {
                 assistant,
@@ -713,13 +533,10 @@ impl SessionLoop {
                     results.push(self.tool_result(&call, ToolOutput::error(ABORTED)));
                 }
                 results.extend(self.fail_calls(pending, ABORTED));
-                self.emit(AgentEvent::TurnEnd {
-                    message: AgentMessage::Assistant(assistant),
-                    tool_results: results,
-                });
-                self.end_run("cancelled");
+                self.emit_turn_end(assistant, results);
+                self.end_run(Outcome::Aborted, None);
             }
-            Phase::RetryWait { failed, .. } => {
+            Phase::RetryWait { failed, told, .. } => {
                 self.emit(AgentEvent::AutoRetryEnd {
                     success: false,
                     attempt,
@@ -728,21 +545,18 @@ impl SessionLoop {
                 if let Some(run) = &mut self.run {
                     run.retry_attempt = 0;
                 }
-                self.finish_aborted(failed, true);
+                self.finish_aborted(failed, told);
             }
-            Phase::Compacting | Phase::Idle => self.end_run("cancelled"),
+            Phase::Compacting | Phase::Idle => self.end_run(Outcome::Aborted, None),
         }
     }
 
-    fn finish_aborted(&mut self, message: AssistantMessage, started: bool) {
-        self.close_assistant(&message, started);
+    fn finish_aborted(&mut self, message: AssistantMessage, told: Told) {
+        self.close_assistant(&message, told);
         let calls: VecDeque<ToolCall> = message.tool_calls().cloned().collect();
         let results = self.fail_calls(calls, ABORTED);
-        self.emit(AgentEvent::TurnEnd {
-            message: AgentMessage::Assistant(message),
-            tool_results: results,
-        });
-        self.end_run("cancelled");
+        self.emit_turn_end(message, results);
+        self.end_run(Outcome::Aborted, None);
     }
 
     /// `abort_retry`: gives up the pending retry; the failed message ends the run.
@@ -753,7 +567,8 @@ impl SessionLoop {
         }
         let attempt = run.retry_attempt;
         run.retry_attempt = 0;
-        let Phase::RetryWait { failed, .. } = std::mem::replace(&mut run.phase, Phase::Idle) else {
+        let Phase::RetryWait { failed, told, .. } = std::mem::replace(&mut run.phase, Phase::Idle)
+        else {
             return;
         };
         self.emit(AgentEvent::AutoRetryEnd {
@@ -761,37 +576,12 @@ impl SessionLoop {
             attempt,
             final_error: Some("Retry cancelled".into()),
         });
-        self.finish_assistant(failed, true);
-    }
-
-    /// The todo list as a widget for hosts that show one (`setWidget`).
-    pub fn show_todos(&mut self) {
-        let lines: Vec<String> = self
-            .state
-            .todos
-            .iter()
-            .flat_map(|p| {
-                std::iter::once(p.name.clone()).chain(p.tasks.iter().map(|t| {
-                    let mark = match t.status.as_str() {
-                        "completed" => "[x]",
-                        "in_progress" => "[>]",
-                        "abandoned" => "[-]",
-                        _ => "[ ]",
-                    };
-                    format!("  {mark} {}", t.content)
-                }))
-            })
-            .collect();
-        let frame = crate::host::ui::notice(
-            "setWidget",
-            serde_json::json!({"widgetKey": "gjc.todos", "widgetLines": lines}),
-        );
-        self.send(crate::protocol::Outbound::Frame(frame));
+        self.finish_assistant(failed, told);
     }
 
     /// After a threshold compaction the run ends as it would have.
     pub fn end_run_completed(&mut self) {
-        self.end_run("completed");
+        self.end_run(Outcome::Completed, None);
     }
 
     /// After an overflow compaction the same request is made again, once. The rejected attempt's
@@ -807,58 +597,7 @@ impl SessionLoop {
 
     /// The overflow could not be compacted: the failed message ends the run.
     pub fn fail_after_compaction(&mut self, failed: AssistantMessage, started: bool) {
-        self.finish_assistant(failed, started);
-    }
-
-    /// A user `bash` command finished: answer it and record it for the model.
-    pub fn on_bash(&mut self, event: BashEvent) {
-        let BashEvent::Exit {
-            owner: JobOwner::User,
-            result,
-        } = event
-        else {
-            return;
-        };
-        let Some((id, command)) = self.user_bash.take() else {
-            return;
-        };
-        if let Some(e) = result.spawn_error {
-            return self.respond(Response::err(id, "bash", e));
-        }
-        let path = result
-            .full_output_path
-            .as_ref()
-            .map(|p| p.display().to_string());
-        let mut data = serde_json::json!({
-            "output": result.output,
-            "cancelled": result.cancelled,
-            "truncated": result.truncated,
-            "totalLines": result.total_lines,
-            "totalBytes": result.total_bytes,
-        });
-        if let Some(code) = result.exit_code {
-            data["exitCode"] = Value::from(code);
-        }
-        if let Some(p) = &path {
-            data["fullOutputPath"] = Value::from(p.clone());
-        }
-        if result.timed_out {
-            data["timedOut"] = Value::Bool(true);
-        }
-        self.respond(Response::ok(id, "bash", Some(data)));
-        let record = BashExecutionMessage {
-            command,
-            output: result.output,
-            exit_code: result.exit_code,
-            cancelled: result.cancelled,
-            truncated: result.truncated,
-            full_output_path: path,
-            timestamp: crate::ids::now_ms(),
-        };
-        match &mut self.run {
-            Some(run) => run.deferred_bash.push(record),
-            None => self.record(AgentMessage::BashExecution(record)),
-        }
+        self.finish_assistant(failed, Told::started(started));
     }
 }
 

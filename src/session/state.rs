@@ -3,12 +3,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
-
 use super::queue::Queues;
 use super::retry::RetryPolicy;
 use super::todos::TodoPhase;
 use crate::protocol::message::{AgentMessage, Content, StopReason, Usage};
+use crate::protocol::reply::{ContextUsage, SessionState, SessionStats, TokenTotals, ToolInfo};
 use crate::provider::catalog::{Catalog, Model};
 use crate::provider::scripted::Script;
 use crate::tools::ToolRegistry;
@@ -59,56 +58,49 @@ impl Session {
         Ok((model, key))
     }
 
-    pub fn state(&self, include: &[String], is_streaming: bool, is_compacting: bool) -> Value {
-        let mut s = Map::new();
-        if let Some(m) = &self.model {
-            s.insert("model".into(), json!(m));
+    pub fn state(
+        &self,
+        include: &[String],
+        is_streaming: bool,
+        is_compacting: bool,
+    ) -> SessionState {
+        let wants = |what: &[&str]| include.iter().any(|i| what.contains(&i.as_str()));
+        SessionState {
+            model: self.model.as_ref().map(Model::info),
+            thinking_level: self.thinking,
+            is_streaming,
+            is_compacting,
+            steering_mode: self.queues.steering_mode.as_str(),
+            follow_up_mode: self.queues.follow_up_mode.as_str(),
+            interrupt_mode: self.queues.interrupt_mode.as_str(),
+            session_id: self.id.clone(),
+            session_file: self.store.path().map(|p| p.display().to_string()),
+            session_save_error: self.store.error.clone(),
+            session_name: self.name.clone(),
+            auto_compaction_enabled: self.auto_compaction,
+            auto_retry_enabled: self.retry.enabled,
+            message_count: self.messages.len(),
+            queued_message_count: self.queues.len(),
+            todo_phases: self.todos.clone(),
+            context_usage: self.context_usage(),
+            system_prompt: wants(&["systemPrompt"]).then(|| vec![self.system_prompt.clone()]),
+            dump_tools: wants(&["tools", "dumpTools"]).then(|| {
+                self.tools
+                    .specs()
+                    .into_iter()
+                    .map(|t| ToolInfo {
+                        name: t.name,
+                        description: t.description,
+                        parameters: t.parameters,
+                    })
+                    .collect()
+            }),
         }
-        s.insert("thinkingLevel".into(), json!(self.thinking));
-        s.insert("isStreaming".into(), json!(is_streaming));
-        s.insert("isCompacting".into(), json!(is_compacting));
-        s.insert(
-            "steeringMode".into(),
-            json!(self.queues.steering_mode.as_str()),
-        );
-        s.insert(
-            "followUpMode".into(),
-            json!(self.queues.follow_up_mode.as_str()),
-        );
-        s.insert(
-            "interruptMode".into(),
-            json!(self.queues.interrupt_mode.as_str()),
-        );
-        s.insert("sessionId".into(), json!(self.id));
-        if let Some(p) = self.store.path() {
-            s.insert("sessionFile".into(), json!(p.display().to_string()));
-        }
-        if let Some(e) = &self.store.error {
-            s.insert("sessionSaveError".into(), json!(e));
-        }
-        if let Some(n) = &self.name {
-            s.insert("sessionName".into(), json!(n));
-        }
-        s.insert("autoCompactionEnabled".into(), json!(self.auto_compaction));
-        s.insert("autoRetryEnabled".into(), json!(self.retry.enabled));
-        s.insert("messageCount".into(), json!(self.messages.len()));
-        s.insert("queuedMessageCount".into(), json!(self.queues.len()));
-        s.insert("todoPhases".into(), json!(self.todos));
-        if let Some(usage) = self.context_usage() {
-            s.insert("contextUsage".into(), usage);
-        }
-        if include.iter().any(|i| i == "systemPrompt") {
-            s.insert("systemPrompt".into(), json!([self.system_prompt]));
-        }
-        if include.iter().any(|i| i == "tools" || i == "dumpTools") {
-            s.insert("dumpTools".into(), json!(self.tools.specs()));
-        }
-        Value::Object(s)
     }
 
     /// Context tokens: the last successful assistant usage, plus an estimate (four characters a
     /// token) for the messages after it.
-    pub fn context_usage(&self) -> Option<Value> {
+    pub fn context_usage(&self) -> Option<ContextUsage> {
         let window = self.model.as_ref()?.context_window;
         if window == 0 {
             return None;
@@ -128,17 +120,25 @@ impl Session {
                 true
             }
         });
+        let base_known = base.is_some();
         let base = base.unwrap_or((self.system_prompt.len() / 4) as u64);
         let tokens = base + rest;
         let percent = tokens as f64 / window as f64 * 100.0;
-        Some(
-            json!({"tokens": tokens, "contextWindow": window, "percent": (percent * 100.0).round() / 100.0}),
-        )
+        Some(ContextUsage {
+            tokens: Some(tokens),
+            context_window: window,
+            percent: Some((percent * 100.0).round() / 100.0),
+            source: if base_known {
+                "provider_anchor"
+            } else {
+                "heuristic"
+            },
+        })
     }
 
-    pub fn stats(&self) -> Result<Value, String> {
+    pub fn stats(&self) -> Result<SessionStats, String> {
         let (mut users, mut assistants, mut tool_calls, mut tool_results, mut total) =
-            (0, 0, 0, 0, 0);
+            (0u64, 0u64, 0u64, 0u64, 0u64);
         let mut tokens = Usage::default();
         self.messages.scan(|m| {
             total += 1;
@@ -146,24 +146,30 @@ impl Session {
                 AgentMessage::User(_) => users += 1,
                 AgentMessage::Assistant(a) => {
                     assistants += 1;
-                    tool_calls += a.tool_calls().count();
+                    tool_calls += a.tool_calls().count() as u64;
                     tokens.add(&a.usage);
                 }
                 AgentMessage::ToolResult(_) => tool_results += 1,
                 _ => {}
             }
         })?;
-        Ok(json!({
-            "sessionFile": self.store.path().map(|p| p.display().to_string()),
-            "sessionId": self.id,
-            "userMessages": users,
-            "assistantMessages": assistants,
-            "toolCalls": tool_calls,
-            "toolResults": tool_results,
-            "totalMessages": total,
-            "tokens": {"input": tokens.input, "output": tokens.output, "cacheRead": tokens.cache_read, "cacheWrite": tokens.cache_write, "total": tokens.total_tokens},
-            "cost": tokens.cost.total,
-        }))
+        Ok(SessionStats {
+            session_file: self.store.path().map(|p| p.display().to_string()),
+            session_id: self.id.clone(),
+            user_messages: users,
+            assistant_messages: assistants,
+            tool_calls,
+            tool_results,
+            total_messages: total,
+            tokens: TokenTotals {
+                input: tokens.input,
+                output: tokens.output,
+                cache_read: tokens.cache_read,
+                cache_write: tokens.cache_write,
+                total: tokens.total_tokens,
+            },
+            cost: tokens.cost.total,
+        })
     }
 
     pub fn last_assistant_text(&self) -> Option<String> {

@@ -1,23 +1,8 @@
 //! Todo phases: validation and normalization for `set_todos` and the `todo_write` tool.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TodoPhase {
-    pub id: String,
-    pub name: String,
-    pub tasks: Vec<TodoTask>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TodoTask {
-    pub id: String,
-    pub content: String,
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-}
+pub use crate::protocol::reply::{TodoPhase, TodoTask};
 
 pub const STATUSES: &[&str] = &["pending", "in_progress", "completed", "abandoned"];
 
@@ -68,25 +53,30 @@ fn normalize_task(task: &Value, at: &str, n: usize) -> Result<TodoTask, String> 
             ))
         }
     };
-    let notes = match obj.get("notes") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|n| {
-                n.as_str()
-                    .map(str::to_string)
-                    .ok_or(format!("{at}.notes must hold strings"))
-            })
-            .collect::<Result<Vec<_>, _>>()?,
-        Some(_) => return Err(format!("{at}.notes must be an array of strings")),
-    };
+    let notes = optional_text(obj.get("notes"), &format!("{at}.notes"))?;
+    let details = optional_text(obj.get("details"), &format!("{at}.details"))?;
     let id = optional_id(obj.get("id"), &format!("{at}.id"))?.unwrap_or(format!("task-{n}"));
     Ok(TodoTask {
         id,
         content,
         status,
         notes,
+        details,
     })
+}
+
+/// Notes and details are text. A list of lines (an older form) is joined with newlines.
+fn optional_text(v: Option<&Value>, at: &str) -> Result<Option<String>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|n| n.as_str().ok_or(format!("{at} must hold strings")))
+            .collect::<Result<Vec<_>, _>>()
+            .map(|lines| Some(lines.join("\n"))),
+        Some(_) => Err(format!("{at} must be a string")),
+    }
 }
 
 fn required_str(v: Option<&Value>, at: &str) -> Result<String, String> {
@@ -119,7 +109,7 @@ mod tests {
         assert_eq!(phases[0].tasks[0].id, "task-1");
         assert_eq!(phases[0].tasks[0].status, "pending");
         assert_eq!(phases[0].tasks[1].id, "t9");
-        assert_eq!(phases[0].tasks[1].notes, vec!["n"]);
+        assert_eq!(phases[0].tasks[1].notes.as_deref(), Some("n"));
     }
 
     #[test]

@@ -33,7 +33,8 @@ impl Tool for TodoWrite {
                                 "properties": {
                                     "content": {"type": "string"},
                                     "status": {"type": "string", "enum": todos::STATUSES},
-                                    "notes": {"type": "array", "items": {"type": "string"}}
+                                    "notes": {"type": "string"},
+                                    "details": {"type": "string"}
                                 },
                                 "required": ["content", "status"]
                             }}

@@ -1,18 +1,23 @@
 //! The `gjc-stdout` thread: the only writer of stdout. It owns the event envelope (`seq`,
 //! `frame_id`, `protocol_version`), writes one JSON object and `\n` per frame, escapes U+2028 and
 //! U+2029, and flushes whenever its queue is empty, which batches bursts without adding latency.
+//!
+//! It also follows the assistant message being streamed (from its `message_start`, through every
+//! delta) and builds each `message_update`'s snapshot itself, so the session thread never pays for
+//! snapshots and the output lane holds deltas, not copies of the message.
 #![allow(clippy::print_stdout)]
 
 use std::io::Write;
 
-use crossbeam_channel::Receiver;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::output::OutRx;
+use crate::protocol::event::write_message_update;
+use crate::protocol::message::{AgentMessage, AssistantMessage, MessageRef, StreamEvent};
 use crate::protocol::{AgentEvent, Data, Outbound};
 
-/// Event frames carry this protocol version.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub use crate::protocol::PROTOCOL_VERSION;
 
 /// The frame buffer is reused; past this capacity it is given back after the frame.
 const BUF_KEEP: usize = 1 << 20;
@@ -27,6 +32,10 @@ pub struct Writer<W: Write> {
     session_id: String,
     seq: u64,
     buf: Vec<u8>,
+    /// The assistant message being streamed, as the host has been told of it so far.
+    partial: Option<AssistantMessage>,
+    /// Where its snapshot is serialized, once per `message_update`.
+    snapshot: Vec<u8>,
 }
 
 #[derive(Serialize)]
@@ -40,10 +49,21 @@ struct EventFrame<'a, P: Serialize> {
     payload: P,
 }
 
+/// An event frame without its payload (which the writer appends itself).
 #[derive(Serialize)]
-struct Payload<'a> {
+struct EnvelopeHead<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    protocol_version: u32,
+    session_id: &'a str,
+    seq: u64,
+    frame_id: String,
+}
+
+#[derive(Serialize)]
+struct Payload<E: Serialize> {
     event_type: &'static str,
-    event: &'a AgentEvent,
+    event: E,
 }
 
 #[derive(Serialize)]
@@ -63,15 +83,29 @@ impl<W: Write> Writer<W> {
             session_id,
             seq: 0,
             buf: Vec::with_capacity(4096),
+            partial: None,
+            snapshot: Vec::new(),
         }
     }
 
     /// Writes frames until every sender is gone or stdout fails. Returns the write error, if any.
-    pub fn run(mut self, frames: Receiver<Outbound>) -> std::io::Result<()> {
-        while let Ok(frame) = frames.recv() {
-            self.write_owned(frame)?;
-            while let Ok(frame) = frames.try_recv() {
-                self.write_owned(frame)?;
+    pub fn run(mut self, frames: OutRx) -> std::io::Result<()> {
+        while let Some(queued) = frames.recv() {
+            let cost = queued.cost();
+            let written = self.write_owned(queued.frame);
+            frames.written(cost);
+            written?;
+            loop {
+                match frames.try_recv() {
+                    Ok(queued) => {
+                        let cost = queued.cost();
+                        let written = self.write_owned(queued.frame);
+                        frames.written(cost);
+                        written?;
+                    }
+                    Err(true) => return self.out.flush(),
+                    Err(false) => break,
+                }
             }
             self.out.flush()?;
         }
@@ -88,10 +122,17 @@ impl<W: Write> Writer<W> {
             }
         }
         match frame {
-            Outbound::Ready => self.buf.extend_from_slice(br#"{"type":"ready"}"#),
+            Outbound::Ready => {
+                serde_json::to_writer(&mut self.buf, &crate::protocol::Ready::new())?
+            }
             Outbound::Response(r) => serde_json::to_writer(&mut self.buf, r)?,
             Outbound::Frame(f) => serde_json::to_writer(&mut self.buf, f)?,
-            Outbound::Event(ev) => self.encode_event(ev)?,
+            Outbound::Event(ev) => {
+                if !self.follow(ev) {
+                    return Ok(());
+                }
+                self.encode_event(ev)?
+            }
         }
         escape_line_separators(&mut self.buf);
         self.buf.push(b'\n');
@@ -126,12 +167,38 @@ impl<W: Write> Writer<W> {
         self.out.write_all(b"}\n")
     }
 
+    /// Keeps the streamed assistant message up to date. Returns whether the event is written
+    /// (a whole block that arrived without deltas only shows in the next snapshot).
+    fn follow(&mut self, event: &AgentEvent) -> bool {
+        match event {
+            AgentEvent::MessageStart {
+                message: AgentMessage::Assistant(m),
+            } => self.partial = Some(m.clone()),
+            AgentEvent::MessageEnd { .. } => {
+                self.partial = None;
+                if self.snapshot.capacity() > BUF_KEEP {
+                    self.snapshot = Vec::new();
+                }
+            }
+            AgentEvent::MessageUpdate {
+                assistant_message_event: ev,
+                ..
+            } => {
+                if let Some(p) = &mut self.partial {
+                    p.apply(ev);
+                }
+                return !matches!(ev, StreamEvent::Block { .. });
+            }
+            _ => {}
+        }
+        true
+    }
+
     fn encode_event(&mut self, event: &AgentEvent) -> std::io::Result<()> {
         self.seq += 1;
         let frame_id = crate::ids::uuid_v4();
         let (seq, session_id) = (self.seq, self.session_id.as_str());
         if let AgentEvent::MessageUpdate {
-            message: _,
             assistant_message_event,
             compact: true,
         } = event
@@ -152,6 +219,31 @@ impl<W: Write> Writer<W> {
                 payload,
             };
             return serde_json::to_writer(&mut self.buf, &frame).map_err(Into::into);
+        }
+        if let (
+            AgentEvent::MessageUpdate {
+                assistant_message_event,
+                ..
+            },
+            Some(partial),
+        ) = (event, &self.partial)
+        {
+            self.snapshot.clear();
+            serde_json::to_writer(&mut self.snapshot, &MessageRef::Assistant(partial))?;
+            let head = EnvelopeHead {
+                kind: "event",
+                protocol_version: PROTOCOL_VERSION,
+                session_id,
+                seq,
+                frame_id,
+            };
+            serde_json::to_writer(&mut self.buf, &head)?;
+            self.buf.pop();
+            self.buf
+                .extend_from_slice(br#","payload":{"event_type":"message_update","event":"#);
+            write_message_update(&mut self.buf, &self.snapshot, assistant_message_event)?;
+            self.buf.extend_from_slice(b"}}");
+            return Ok(());
         }
         let payload = Payload {
             event_type: event.kind(),
@@ -247,10 +339,13 @@ mod tests {
         let frames = written(&[
             Outbound::Ready,
             Outbound::Event(Box::new(AgentEvent::AgentStart {})),
-            Outbound::Response(Response::ok(None, "x", None)),
+            Outbound::Response(Response::done(None, "x")),
             Outbound::Event(Box::new(AgentEvent::TurnStart {})),
         ]);
-        assert_eq!(frames[0], serde_json::json!({"type":"ready"}));
+        assert_eq!(frames[0]["type"], "ready");
+        assert_eq!(frames[0]["protocol_version"], 2);
+        assert_eq!(frames[0]["version"], env!("CARGO_PKG_VERSION"));
+        assert!(frames[0]["capabilities"].is_array());
         assert_eq!(frames[1]["seq"], 1);
         assert_eq!(frames[3]["seq"], 2);
         assert_eq!(frames[1]["protocol_version"], 2);
@@ -272,7 +367,7 @@ mod tests {
         let r = Response::ok(
             Some(serde_json::json!("id\u{2028}1")),
             "get_messages",
-            Some(data),
+            Some(&data),
         );
         let mut direct = Vec::new();
         {

@@ -1,0 +1,306 @@
+//! Response payloads (`response.data`), one type per command that has one. Published clients read
+//! these field by field (`docs/protocol.md`, "Responses"): every payload is a JSON object, numbers
+//! are never `null`, and optional fields are left out rather than sent as `null` where a client
+//! applies its default only to a missing key.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A model as hosts see it (`get_state.model`, `set_model`, `cycle_model.model`,
+/// `get_available_models.models[]`). Headers and keys are never echoed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelInfo {
+    pub id: String,
+    pub name: String,
+    pub api: &'static str,
+    pub provider: String,
+    pub base_url: String,
+    pub reasoning: bool,
+    pub input: Vec<String>,
+    pub cost: ModelCostInfo,
+    pub context_window: u64,
+    pub max_tokens: u64,
+    /// The thinking levels the model accepts, for reasoning models.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<ThinkingRange>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compat: Option<Value>,
+}
+
+/// Dollars per million tokens.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCostInfo {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThinkingRange {
+    pub min_level: &'static str,
+    pub max_level: &'static str,
+    /// How the level reaches the provider: `effort` (a named effort) or `budget` (a token budget).
+    pub mode: &'static str,
+}
+
+/// One todo phase (`get_state.todoPhases`, `set_todos`, the `todo_write` tool).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TodoPhase {
+    pub id: String,
+    pub name: String,
+    pub tasks: Vec<TodoTask>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TodoTask {
+    pub id: String,
+    pub content: String,
+    /// `pending` | `in_progress` | `completed` | `abandoned`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<String>,
+}
+
+/// `get_state`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionState {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelInfo>,
+    pub thinking_level: &'static str,
+    pub is_streaming: bool,
+    pub is_compacting: bool,
+    pub steering_mode: &'static str,
+    pub follow_up_mode: &'static str,
+    pub interrupt_mode: &'static str,
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_save_error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
+    pub auto_compaction_enabled: bool,
+    pub auto_retry_enabled: bool,
+    pub message_count: usize,
+    pub queued_message_count: usize,
+    pub todo_phases: Vec<TodoPhase>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_usage: Option<ContextUsage>,
+    /// With `include: ["systemPrompt"]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<Vec<String>>,
+    /// With `include: ["tools"]` (or `dumpTools`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dump_tools: Option<Vec<ToolInfo>>,
+}
+
+/// How full the model's context window is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextUsage {
+    /// `null` when unknown (right after a compaction, until the next reply reports usage).
+    pub tokens: Option<u64>,
+    pub context_window: u64,
+    pub percent: Option<f64>,
+    /// `provider_anchor` (the last reply's usage plus an estimate of what followed it),
+    /// `heuristic` (an estimate only) or `unknown`.
+    pub source: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// `get_session_stats`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionStats {
+    pub session_file: Option<String>,
+    pub session_id: String,
+    pub user_messages: u64,
+    pub assistant_messages: u64,
+    pub tool_calls: u64,
+    pub tool_results: u64,
+    pub total_messages: u64,
+    pub tokens: TokenTotals,
+    pub cost: f64,
+}
+
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenTotals {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub total: u64,
+}
+
+/// The user `bash` command's result.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BashResult {
+    pub output: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub cancelled: bool,
+    pub truncated: bool,
+    pub total_lines: u64,
+    pub total_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_output_path: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+}
+
+/// `compact` and `auto_compaction_end.result`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionResult {
+    pub summary: String,
+    pub first_kept_entry_id: String,
+    pub tokens_before: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+/// `new_session`, `switch_session`.
+#[derive(Debug, Serialize)]
+pub struct Cancelled {
+    pub cancelled: bool,
+}
+
+/// `branch`.
+#[derive(Debug, Serialize)]
+pub struct BranchResult {
+    /// The branched user message, for the host's input box.
+    pub text: String,
+    pub cancelled: bool,
+}
+
+/// `get_branch_messages`.
+#[derive(Debug, Serialize)]
+pub struct BranchMessages {
+    pub messages: Vec<BranchMessage>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchMessage {
+    pub entry_id: String,
+    pub text: String,
+}
+
+/// `get_last_assistant_text`: `text` absent when there is none.
+#[derive(Debug, Serialize)]
+pub struct LastAssistantText {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+/// `set_todos`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TodoPhases<'a> {
+    pub todo_phases: &'a [TodoPhase],
+}
+
+/// `set_host_tools`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolNames {
+    pub tool_names: Vec<String>,
+}
+
+/// `set_host_uri_schemes`.
+#[derive(Debug, Serialize)]
+pub struct Schemes {
+    pub schemes: Vec<String>,
+}
+
+/// `set_capabilities`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    pub accepted_capabilities: Vec<Value>,
+    pub unsupported: Vec<Value>,
+}
+
+/// `cycle_model`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CycledModel {
+    pub model: ModelInfo,
+    pub thinking_level: &'static str,
+    pub is_scoped: bool,
+}
+
+/// `cycle_thinking_level`.
+#[derive(Debug, Serialize)]
+pub struct ThinkingLevel {
+    pub level: &'static str,
+}
+
+/// `get_available_models`.
+#[derive(Debug, Serialize)]
+pub struct Models {
+    pub models: Vec<ModelInfo>,
+}
+
+/// `list_sessions`.
+#[derive(Debug, Serialize)]
+pub struct Sessions<T: Serialize> {
+    pub sessions: Vec<T>,
+}
+
+/// `export_html`.
+#[derive(Debug, Serialize)]
+pub struct Exported {
+    pub path: String,
+}
+
+/// `get_login_providers`: the providers gjc can use and whether a key for each is present.
+#[derive(Debug, Serialize)]
+pub struct LoginProviders {
+    pub providers: Vec<LoginProvider>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LoginProvider {
+    pub id: String,
+    pub name: String,
+    pub available: bool,
+    pub authenticated: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn optional_fields_are_left_out_not_null() {
+        let task = TodoTask {
+            id: "t".into(),
+            content: "c".into(),
+            status: "pending".into(),
+            notes: None,
+            details: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&task).unwrap(),
+            r#"{"id":"t","content":"c","status":"pending"}"#
+        );
+        let text = LastAssistantText { text: None };
+        assert_eq!(serde_json::to_string(&text).unwrap(), "{}");
+    }
+}

@@ -1,0 +1,240 @@
+//! Tool calls of a turn: run one after another on `gjc-tool` threads, each announced with
+//! `tool_execution_start`/`_end` and kept as a `toolResult` message; calls that cannot run get a
+//! synthetic error result with the same events.
+
+use std::collections::VecDeque;
+
+use super::queue::InterruptMode;
+use super::run::{Phase, Run};
+use super::SessionLoop;
+use crate::protocol::message::{AgentMessage, StopReason, ToolCall, ToolOutput, ToolResultMessage};
+use crate::protocol::AgentEvent;
+use crate::tools::{self, ToolEvent, ToolMsg};
+
+const SKIPPED: &str = "Skipped due to queued user message.";
+
+impl SessionLoop {
+    /// Starts the next pending tool call, or ends the turn when none is left.
+    pub(super) fn next_tool(&mut self) {
+        loop {
+            let Some(Run {
+                phase: Phase::Tools {
+                    pending, assistant, ..
+                },
+                ..
+            }) = &mut self.run
+            else {
+                return;
+            };
+            let cut_off = assistant.stop_reason == StopReason::Length;
+            let Some(call) = pending.pop_front() else {
+                let Some(run) = &mut self.run else { return };
+                let Phase::Tools {
+                    assistant, results, ..
+                } = std::mem::replace(&mut run.phase, Phase::Idle)
+                else {
+                    return;
+                };
+                return self.end_turn(assistant, results);
+            };
+            self.emit(AgentEvent::ToolExecutionStart {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                args: call.arguments.clone(),
+            });
+            if cut_off || call.incomplete_arguments {
+                let text = "This tool call was cut off by the output token limit before its arguments were complete, so it was not run. Re-issue it with complete arguments, splitting the work into smaller steps if needed.";
+                self.complete_tool(&call, ToolOutput::error(text));
+                continue;
+            }
+            let Some(tool) = self.state.tools.get(&call.name) else {
+                self.complete_tool(
+                    &call,
+                    ToolOutput::error(format!("Tool {} not found", call.name)),
+                );
+                continue;
+            };
+            if let Err(e) = self.state.tools.validate(&call.name, &call.arguments) {
+                self.complete_tool(&call, ToolOutput::error(e));
+                continue;
+            }
+            let generation = self.run.as_ref().map(|r| r.generation).unwrap_or(0);
+            let services = tools::Services {
+                cwd: self.state.cwd.clone(),
+                bash: self.bash.clone(),
+                host: self.host.clone(),
+                schemes: self.state.schemes.clone(),
+            };
+            let handle = tools::spawn(
+                tool,
+                call.arguments.clone(),
+                services,
+                call.id.clone(),
+                generation,
+                self.tool_tx(),
+            );
+            if let Some(Run {
+                phase: Phase::Tools { running, .. },
+                ..
+            }) = &mut self.run
+            {
+                *running = Some((call, handle));
+            }
+            return;
+        }
+    }
+
+    pub fn on_tool(&mut self, msg: ToolMsg) {
+        let Some(run) = &mut self.run else { return };
+        let Phase::Tools {
+            running: Some((call, _)),
+            ..
+        } = &run.phase
+        else {
+            return;
+        };
+        if run.generation != msg.generation || call.id != msg.call_id {
+            return;
+        }
+        let call = call.clone();
+        match msg.event {
+            ToolEvent::Update(partial) => self.emit(AgentEvent::ToolExecutionUpdate {
+                tool_call_id: call.id,
+                tool_name: call.name,
+                args: call.arguments,
+                partial_result: partial,
+            }),
+            ToolEvent::Done(output) => {
+                if let Some(Run {
+                    phase: Phase::Tools { running, .. },
+                    ..
+                }) = &mut self.run
+                {
+                    *running = None;
+                }
+                self.apply_tool_side_effects(&call, &output);
+                self.complete_tool(&call, output);
+                self.skip_rest_if_steered();
+                self.next_tool();
+            }
+        }
+    }
+
+    /// `todo_write` results carry the new phases for `get_state.todoPhases`.
+    pub(super) fn apply_tool_side_effects(&mut self, call: &ToolCall, output: &ToolOutput) {
+        if call.name == "todo_write" && !output.is_error {
+            if let Some(phases) = output.details.as_ref().and_then(|d| d.get("todoPhases")) {
+                if let Ok(p) = serde_json::from_value(phases.clone()) {
+                    self.state.todos = p;
+                    self.show_todos();
+                }
+            }
+        }
+    }
+
+    /// Interrupt mode "immediate": a queued steer skips the turn's remaining tool calls.
+    pub(super) fn skip_rest_if_steered(&mut self) {
+        if self.state.queues.interrupt_mode != InterruptMode::Immediate
+            || self.state.queues.steering.is_empty()
+        {
+            return;
+        }
+        let Some(Run {
+            phase: Phase::Tools { pending, .. },
+            ..
+        }) = &mut self.run
+        else {
+            return;
+        };
+        let skipped: VecDeque<ToolCall> = std::mem::take(pending);
+        let results = self.fail_calls(skipped, SKIPPED);
+        if let Some(Run {
+            phase: Phase::Tools { results: r, .. },
+            ..
+        }) = &mut self.run
+        {
+            r.extend(results);
+        }
+    }
+
+    /// Gives every call a synthetic error result (with start/end events), returning the results.
+    pub(super) fn fail_calls(
+        &mut self,
+        calls: VecDeque<ToolCall>,
+        text: &str,
+    ) -> Vec<ToolResultMessage> {
+        calls
+            .into_iter()
+            .map(|call| {
+                self.emit(AgentEvent::ToolExecutionStart {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    args: call.arguments.clone(),
+                });
+                self.tool_result(&call, ToolOutput::error(text))
+            })
+            .collect()
+    }
+
+    pub(super) fn complete_tool(&mut self, call: &ToolCall, output: ToolOutput) {
+        let result = self.tool_result(call, output);
+        if let Some(Run {
+            phase: Phase::Tools { results, .. },
+            ..
+        }) = &mut self.run
+        {
+            results.push(result);
+        }
+    }
+
+    /// `tool_execution_end` and the toolResult message.
+    pub(super) fn tool_result(&mut self, call: &ToolCall, output: ToolOutput) -> ToolResultMessage {
+        let is_error = output.is_error;
+        let message = ToolResultMessage {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            content: output.content.clone(),
+            details: output.details.clone(),
+            is_error,
+            timestamp: crate::ids::now_ms(),
+        };
+        let announced = AgentMessage::ToolResult(message.clone());
+        self.record(announced.clone());
+        self.emit(AgentEvent::ToolExecutionEnd {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            result: output,
+            is_error,
+        });
+        self.emit(AgentEvent::MessageStart {
+            message: announced.clone(),
+        });
+        self.emit(AgentEvent::MessageEnd { message: announced });
+        message
+    }
+
+    /// The todo list as a widget for hosts that show one (`setWidget`).
+    pub fn show_todos(&mut self) {
+        let lines: Vec<String> = self
+            .state
+            .todos
+            .iter()
+            .flat_map(|p| {
+                std::iter::once(p.name.clone()).chain(p.tasks.iter().map(|t| {
+                    let mark = match t.status.as_str() {
+                        "completed" => "[x]",
+                        "in_progress" => "[>]",
+                        "abandoned" => "[-]",
+                        _ => "[ ]",
+                    };
+                    format!("  {mark} {}", t.content)
+                }))
+            })
+            .collect();
+        let frame = crate::host::ui::notice(
+            "setWidget",
+            serde_json::json!({"widgetKey": "gjc.todos", "widgetLines": lines}),
+        );
+        self.send(crate::protocol::Outbound::Frame(frame));
+    }
+}
