@@ -43,9 +43,13 @@ impl From<std::io::Error> for ClientError {
     }
 }
 
+/// Sees every stdout line as it is read (a protocol checker, a trace).
+pub type Inspector = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
 pub struct ClientBuilder {
     command: Command,
     stderr_prefix: Option<String>,
+    inspector: Option<Inspector>,
 }
 
 impl ClientBuilder {
@@ -81,6 +85,12 @@ impl ClientBuilder {
         self
     }
 
+    /// Calls `inspector` with every line gjc writes, on the reader thread, before it is queued.
+    pub fn inspect(mut self, inspector: Inspector) -> Self {
+        self.inspector = Some(inspector);
+        self
+    }
+
     /// Forward gjc's stderr to this process's stderr with a prefix (default: discard it).
     pub fn forward_stderr(mut self, prefix: &str) -> Self {
         self.stderr_prefix = Some(prefix.to_string());
@@ -108,6 +118,7 @@ impl ClientBuilder {
             });
         }
         let (tx, frames) = unbounded();
+        let inspector = self.inspector.take();
         std::thread::Builder::new()
             .name("rpc-client-reader".into())
             .spawn(move || {
@@ -115,6 +126,9 @@ impl ClientBuilder {
                 let mut line = String::new();
                 while matches!(reader.read_line(&mut line), Ok(n) if n > 0) {
                     let text = line.trim_end_matches('\n').to_string();
+                    if let Some(inspect) = &inspector {
+                        inspect(&text);
+                    }
                     let value = serde_json::from_str(&text).unwrap_or(Value::Null);
                     if tx.send(Frame { line: text, value }).is_err() {
                         break;
@@ -148,6 +162,7 @@ impl RpcClient {
         ClientBuilder {
             command,
             stderr_prefix: None,
+            inspector: None,
         }
     }
 

@@ -64,7 +64,8 @@ fn abort_mid_stream_keeps_the_partial_message() {
         .unwrap();
     assert_eq!(end["message"]["stopReason"], "aborted");
     assert_eq!(end["message"]["content"][0]["text"], "partial ");
-    assert_eq!(events.last().unwrap()["stopReason"], "cancelled");
+    assert_eq!(events.last().unwrap()["stopReason"], "completed");
+    assert_eq!(events.last().unwrap()["outcome"], "aborted");
     assert_eq!(g.ok(json!({"type": "get_state"}))["isStreaming"], false);
     // The aborted turn is not replayed to the model.
     fake.push(Reply::sse(openai_text(&["fresh"])));

@@ -249,7 +249,7 @@ fn parent_death_ends_gjc_while_its_stdin_stays_open() {
     out.read_line(&mut pid_line).unwrap();
     let pid: u32 = pid_line.trim().parse().expect("gjc's pid");
     out.read_line(&mut ready).unwrap();
-    assert_eq!(ready.trim(), r#"{"type":"ready"}"#);
+    assert!(ready.starts_with(r#"{"type":"ready","#), "{ready}");
     assert!(!has_exited(pid));
 
     parent.kill().unwrap();
@@ -274,7 +274,7 @@ fn closed_stdout_is_a_clean_exit() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut ready)
         .unwrap();
-    assert_eq!(ready.trim(), r#"{"type":"ready"}"#);
+    assert!(ready.starts_with(r#"{"type":"ready","#), "{ready}");
     // The reader above is dropped: the host is gone. The next frame gjc writes fails.
     let mut stdin = child.stdin.take().unwrap();
     stdin

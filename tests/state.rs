@@ -144,7 +144,13 @@ fn thinking_levels_are_validated_and_clamped() {
     );
     assert!(g.ok(json!({"type": "cycle_thinking_level"})).is_null());
     let r = g.request(json!({"type": "set_thinking_level", "level": "ultra"}));
-    assert_eq!(r["error"], "Invalid thinking level: ultra");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid thinking level: ultra (one of inherit, off,"),
+        "{r}"
+    );
 
     let mut g = gjc()
         .args(&["--provider", "anthropic", "--model", "claude-sonnet-4-5"])
@@ -186,8 +192,11 @@ fn unavailable_commands_answer_a_typed_error() {
     ] {
         let r = g.request(cmd.clone());
         assert_eq!(r["success"], false, "{cmd}");
-        assert_eq!(r["error"]["code"], "not_supported", "{r}");
-        assert!(r["error"]["message"].is_string());
+        // Codes travel as the error text's prefix: clients show only strings faithfully.
+        assert!(
+            r["error"].as_str().unwrap().starts_with("not_supported: "),
+            "{r}"
+        );
     }
 }
 

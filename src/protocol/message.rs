@@ -361,9 +361,9 @@ impl StreamEvent {
         }
     }
 
-    /// Appends `next` to this delta when both extend the same block the same way; otherwise
-    /// gives `next` back. Merged deltas build the same message as the two did.
-    pub fn merge(&mut self, next: StreamEvent) -> Result<(), StreamEvent> {
+    /// Appends `next` to this delta when both extend the same block the same way, and says
+    /// whether it did. Merged deltas build the same message as the two did.
+    pub fn merge(&mut self, next: &StreamEvent) -> bool {
         use StreamEvent::*;
         match (self, next) {
             (
@@ -395,11 +395,11 @@ impl StreamEvent {
                     content_index: b,
                     delta: more,
                 },
-            ) if *a == b => {
-                delta.push_str(&more);
-                Ok(())
+            ) if a == b => {
+                delta.push_str(more);
+                true
             }
-            (_, next) => Err(next),
+            _ => false,
         }
     }
 
@@ -645,23 +645,21 @@ mod tests {
             content_index: 1,
             delta: "ab".into(),
         };
-        assert!(d
-            .merge(StreamEvent::TextDelta {
-                content_index: 1,
-                delta: "c".into()
-            })
-            .is_ok());
+        assert!(d.merge(&StreamEvent::TextDelta {
+            content_index: 1,
+            delta: "c".into()
+        }));
         assert_eq!(d.delta_len(), 3);
         let other = StreamEvent::TextDelta {
             content_index: 2,
             delta: "x".into(),
         };
-        assert_eq!(d.merge(other.clone()), Err(other));
+        assert!(!d.merge(&other));
         let end = StreamEvent::TextEnd {
             content_index: 1,
             block: Content::text("abc"),
         };
-        assert_eq!(d.merge(end.clone()), Err(end));
+        assert!(!d.merge(&end));
     }
 
     #[test]

@@ -139,12 +139,12 @@ impl SessionLoop {
             | Command::GetPendingWorkflowGates(_)
             | Command::NegotiateUnattended(_) => Err(TypedError::not_supported(
                 name,
-                "workflow gates and unattended mode are not available in this build",
+                "this build has no workflow gates or unattended mode",
             )
             .into()),
             Command::Handoff(_) => Err(TypedError::not_supported(
                 name,
-                "handoff is not available in this build",
+                "this build has no session handoff",
             )
             .into()),
         };

@@ -256,13 +256,14 @@ impl SessionLoop {
     /// the output lane is backed up. The host receives every byte, in fewer frames.
     pub fn emit_update(&mut self, event: StreamEvent) {
         let event = match self.held.take() {
-            Some(mut held) => match held.merge(event) {
-                Ok(()) => held,
-                Err(next) => {
+            Some(mut held) => {
+                if held.merge(&event) {
+                    held
+                } else {
                     self.queue_update(held);
-                    next
+                    event
                 }
-            },
+            }
             None => event,
         };
         if self.ch.out.is_backed_up() {

@@ -38,17 +38,6 @@ pub struct Writer<W: Write> {
     snapshot: Vec<u8>,
 }
 
-#[derive(Serialize)]
-struct EventFrame<'a, P: Serialize> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    protocol_version: u32,
-    session_id: &'a str,
-    seq: u64,
-    frame_id: String,
-    payload: P,
-}
-
 /// An event frame without its payload (which the writer appends itself).
 #[derive(Serialize)]
 struct EnvelopeHead<'a> {
@@ -194,70 +183,62 @@ impl<W: Write> Writer<W> {
         true
     }
 
+    /// `{type:"event", protocol_version, session_id, seq, frame_id, payload}`: the envelope's
+    /// head, then the payload in the shape the event needs.
     fn encode_event(&mut self, event: &AgentEvent) -> std::io::Result<()> {
         self.seq += 1;
-        let frame_id = crate::ids::uuid_v4();
-        let (seq, session_id) = (self.seq, self.session_id.as_str());
-        if let AgentEvent::MessageUpdate {
-            assistant_message_event,
-            compact: true,
-        } = event
-        {
-            let payload = CompactPayload {
-                event_type: "message_update",
-                compact: true,
-                message_id: Value::Null,
-                content_index: assistant_message_event.content_index(),
-                assistant_message_event,
-            };
-            let frame = EventFrame {
-                kind: "event",
-                protocol_version: PROTOCOL_VERSION,
-                session_id,
-                seq,
-                frame_id,
-                payload,
-            };
-            return serde_json::to_writer(&mut self.buf, &frame).map_err(Into::into);
-        }
-        if let (
-            AgentEvent::MessageUpdate {
-                assistant_message_event,
-                ..
-            },
-            Some(partial),
-        ) = (event, &self.partial)
-        {
-            self.snapshot.clear();
-            serde_json::to_writer(&mut self.snapshot, &MessageRef::Assistant(partial))?;
-            let head = EnvelopeHead {
-                kind: "event",
-                protocol_version: PROTOCOL_VERSION,
-                session_id,
-                seq,
-                frame_id,
-            };
-            serde_json::to_writer(&mut self.buf, &head)?;
-            self.buf.pop();
-            self.buf
-                .extend_from_slice(br#","payload":{"event_type":"message_update","event":"#);
-            write_message_update(&mut self.buf, &self.snapshot, assistant_message_event)?;
-            self.buf.extend_from_slice(b"}}");
-            return Ok(());
-        }
-        let payload = Payload {
-            event_type: event.kind(),
-            event,
-        };
-        let frame = EventFrame {
+        let head = EnvelopeHead {
             kind: "event",
             protocol_version: PROTOCOL_VERSION,
-            session_id,
-            seq,
-            frame_id,
-            payload,
+            session_id: &self.session_id,
+            seq: self.seq,
+            frame_id: crate::ids::uuid_v4(),
         };
-        serde_json::to_writer(&mut self.buf, &frame).map_err(Into::into)
+        serde_json::to_writer(&mut self.buf, &head)?;
+        // Reopen the head object for its last field.
+        self.buf.pop();
+        self.buf.extend_from_slice(br#","payload":"#);
+        match (event, &self.partial) {
+            (
+                AgentEvent::MessageUpdate {
+                    assistant_message_event,
+                    compact: true,
+                },
+                _,
+            ) => {
+                let payload = CompactPayload {
+                    event_type: "message_update",
+                    compact: true,
+                    message_id: Value::Null,
+                    content_index: assistant_message_event.content_index(),
+                    assistant_message_event,
+                };
+                serde_json::to_writer(&mut self.buf, &payload)?;
+            }
+            (
+                AgentEvent::MessageUpdate {
+                    assistant_message_event,
+                    ..
+                },
+                Some(partial),
+            ) => {
+                self.snapshot.clear();
+                serde_json::to_writer(&mut self.snapshot, &MessageRef::Assistant(partial))?;
+                self.buf
+                    .extend_from_slice(br#"{"event_type":"message_update","event":"#);
+                write_message_update(&mut self.buf, &self.snapshot, assistant_message_event)?;
+                self.buf.push(b'}');
+            }
+            _ => {
+                let payload = Payload {
+                    event_type: event.kind(),
+                    event,
+                };
+                serde_json::to_writer(&mut self.buf, &payload)?;
+            }
+        }
+        self.buf.push(b'}');
+        Ok(())
     }
 }
 

@@ -2,8 +2,10 @@
 //! folder, with models.json pointing every API at a fake provider when one is given.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::contract::Contract;
 use gjc::client::RpcClient;
 use serde_json::{json, Value};
 
@@ -13,6 +15,20 @@ pub struct Gjc {
     pub client: RpcClient,
     pub home: tempfile::TempDir,
     pub project: PathBuf,
+    /// Every frame read is checked against the client contract; violations fail the test.
+    pub contract: Arc<Contract>,
+}
+
+impl Drop for Gjc {
+    fn drop(&mut self) {
+        let violations = self.contract.violations();
+        if !violations.is_empty() && !std::thread::panicking() {
+            panic!(
+                "frames that break the client contract:\n{}",
+                violations.join("\n")
+            );
+        }
+    }
 }
 
 pub struct GjcBuilder {
@@ -104,17 +120,21 @@ impl GjcBuilder {
             }
             builder = builder.user(uid, gid);
         }
+        let contract = Arc::new(Contract::default());
+        let checker = contract.clone();
+        builder = builder.inspect(Arc::new(move |line: &str| checker.check(line)));
         let mut client = builder.spawn().expect("spawn gjc");
         let ready = client.recv(TIMEOUT).expect("ready frame");
         assert_eq!(
-            ready.value,
-            json!({"type": "ready"}),
+            ready.value["type"], "ready",
             "the first frame must be ready"
         );
+        assert_eq!(ready.value["protocol_version"], 2);
         Gjc {
             client,
             home,
             project,
+            contract,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Test support: the real binary (`gjc.rs`) and a loopback model provider (`fake_provider.rs`).
 #![allow(dead_code)]
 
+pub mod contract;
 pub mod fake_provider;
 pub mod gjc;
 
