@@ -187,7 +187,16 @@ pub fn replace_file(target: &Path, bytes: &[u8], old: Option<&Metadata>) -> io::
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
-    let tmp = dir.join(format!(".{name}.gjc-{}.tmp", crate::ids::short_id()));
+    // A name near the 255-byte limit must still leave room for the temporary suffix.
+    let mut short = name.len().min(200);
+    while !name.is_char_boundary(short) {
+        short -= 1;
+    }
+    let tmp = dir.join(format!(
+        ".{}.gjc-{}.tmp",
+        &name[..short],
+        crate::ids::short_id()
+    ));
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)
@@ -290,6 +299,15 @@ mod tests {
             .is_symlink());
         assert_eq!(std::fs::metadata(&real).unwrap().mode() & 0o7777, 0o751);
         assert_eq!(std::fs::read_dir(dir.path().join("t")).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_name_at_the_length_limit_is_still_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("é".repeat(127));
+        std::fs::write(&target, "old").unwrap();
+        replace_file(&target, b"new", None).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
     }
 
     #[test]
