@@ -1,9 +1,11 @@
 //! A host that owns virtual files: registers a writable `db://` scheme and serves the agent's
-//! reads and writes of `db://users/<id>` from an in-memory table.
+//! reads and writes of `db://users/<id>` from an in-memory table. gjc runs in an empty scratch
+//! folder, and the example fails unless the write reached the table: nothing lands on disk.
 //!
 //! `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/db_scheme`
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::DirBuilderExt;
 use std::time::Duration;
 
 use gjc::client::RpcClient;
@@ -17,7 +19,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         {"content": [{"type": "toolCall", "name": "write", "arguments": {"path": "db://users/42", "content": "id=42\nname=Alice Liddell\n"}}]},
         {"content": [{"type": "text", "text": "Updated user 42's name."}]}
     ]});
-    let path = std::env::temp_dir().join(format!("gjc-db-scheme-{}.json", std::process::id()));
+    let scratch = std::env::temp_dir().join(format!("gjc-db-scheme-{}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(&scratch)?;
+    let path = scratch.join("script.json");
     std::fs::write(&path, script.to_string())?;
     let mut rows: BTreeMap<String, String> = BTreeMap::from([(
         "db://users/42".to_string(),
@@ -26,6 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut gjc = RpcClient::builder(RpcClient::default_program())
         .args(["--provider", "scripted", "--script"])
         .arg(&path)
+        .current_dir(&scratch)
         .spawn()?;
     gjc.recv(WAIT)?;
     let r = gjc.request(json!({"type": "set_host_uri_schemes", "schemes": [{"scheme": "db", "description": "Rows of the users table", "writable": true}]}), WAIT)?;
@@ -60,6 +68,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     gjc.close_stdin();
     gjc.wait_exit(Duration::from_secs(5))
         .ok_or("gjc did not exit")?;
-    let _ = std::fs::remove_file(path);
+    std::fs::remove_file(&path)?;
+    let stray: Vec<_> = std::fs::read_dir(&scratch)?.collect();
+    std::fs::remove_dir_all(&scratch)?;
+    if !stray.is_empty() {
+        return Err("gjc wrote a local file instead of asking the host".into());
+    }
+    if rows["db://users/42"] != "id=42\nname=Alice Liddell\n" {
+        return Err("the write never reached the host".into());
+    }
     Ok(())
 }

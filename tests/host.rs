@@ -324,27 +324,6 @@ fn retry_sets_a_status_for_the_host() {
 }
 
 #[test]
-fn a_question_that_times_out_takes_the_recommended_option() {
-    let ask = json!({"questions": [
-        {"question": "Deploy now?", "options": [{"label": "yes"}, {"label": "no"}], "recommended": 1, "timeoutSeconds": 0.2},
-        {"question": "Why?", "timeoutSeconds": 0.2}
-    ]});
-    let mut g = with_turns(
-        json!([call_turn("ask", ask), final_turn()]),
-        &["--tools", "ask"],
-    );
-    g.ok(json!({"type": "prompt", "message": "go"}));
-    let first = frame(&mut g, "extension_ui_request");
-    assert_eq!(first["timeout"], 200);
-    let end = g.event("tool_execution_end");
-    let text = end["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(
-        text.contains("Deploy now?\nAnswer: no") && text.contains("timed out"),
-        "{text}"
-    );
-}
-
-#[test]
 fn confirm_editor_widget_and_editor_text_requests() {
     let ask = json!({"questions": [
         {"question": "Delete the branch?", "confirm": true},

@@ -10,6 +10,8 @@ mod docs;
 mod faults;
 /// Framing, bad input, lifecycle and the command line.
 mod framing;
+/// File tools under hostile input: special files, endless lines, stray schemes, symlinks.
+mod hardening_tools;
 /// Host tools, host URIs, extension UI and the ask tool.
 mod host;
 /// Prompts, tool loops, steering and follow-ups.

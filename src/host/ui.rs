@@ -3,7 +3,8 @@
 //! `set_editor_text`), and the `ask` tool that puts questions to the user through them.
 //!
 //! A dialog that times out, is aborted, or loses its host resolves to its default: no answer for
-//! `select`, `input` and `editor`, `false` for `confirm`.
+//! `select`, `input` and `editor`, `false` for `confirm`. The `ask` tool never turns a timeout
+//! into an answer: its result says the question timed out.
 
 use std::time::Duration;
 
@@ -130,7 +131,7 @@ impl Tool for Ask {
                             "multiline": {"type": "boolean", "description": "A long free-text answer (an editor)"},
                             "prefill": {"type": "string", "description": "Initial text for a multiline answer"},
                             "recommended": {"type": "integer", "minimum": 0, "description": "Index of the recommended option"},
-                            "timeoutSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "Give up waiting after this long; the recommended option (if any) is then the answer"}
+                            "timeoutSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "Give up waiting after this long; the question then has no answer and the result says it timed out"}
                         },
                         "required": ["question"]
                     }
@@ -186,15 +187,9 @@ impl Tool for Ask {
             let timeout = q["timeoutSeconds"]
                 .as_f64()
                 .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
-            let mut answer = dialog(host, method, fields, timeout, &|| ctx.is_cancelled());
-            // A question that times out takes its recommended option, when it has one.
-            if let (Answer::Cancelled { timed_out: true }, Some(i)) =
-                (&answer, q["recommended"].as_u64())
-            {
-                if let Some(label) = labels.get(i as usize) {
-                    answer = Answer::Value(label.clone());
-                }
-            }
+            // A timed-out question stays unanswered, recommended option or not: the model must
+            // never mistake a default for the user's choice.
+            let answer = dialog(host, method, fields, timeout, &|| ctx.is_cancelled());
             if ctx.is_cancelled() {
                 return ToolOutput::error("The question was cancelled");
             }
@@ -218,16 +213,21 @@ impl Tool for Ask {
                     v.clone(),
                 ),
                 Answer::Confirmed(c) => (c.to_string(), json!(c)),
-                Answer::Cancelled { timed_out: true } => {
-                    ("(no answer: the question timed out)".into(), Value::Null)
-                }
+                Answer::Cancelled { timed_out: true } => (
+                    "(no answer: the question timed out before the user chose anything)".into(),
+                    Value::Null,
+                ),
                 Answer::Cancelled { .. } => (
                     "(no answer: the user dismissed the question)".into(),
                     Value::Null,
                 ),
             };
             text.push_str(&format!("{question}\nAnswer: {shown}\n\n"));
-            answers.push(json!({"id": q.get("id").cloned().unwrap_or(json!(format!("q{}", i + 1))), "question": question, "answer": value}));
+            let mut entry = json!({"id": q.get("id").cloned().unwrap_or(json!(format!("q{}", i + 1))), "question": question, "answer": value});
+            if answer == (Answer::Cancelled { timed_out: true }) {
+                entry["timedOut"] = json!(true);
+            }
+            answers.push(entry);
         }
         ToolOutput::text(text.trim_end().to_string()).with_details(json!({"answers": answers}))
     }

@@ -1,15 +1,25 @@
 //! `edit`: exact-text replacements. Every `oldText` must match exactly once in the original file,
 //! edits may not overlap, and all of them are applied at once (or none). Line endings and a BOM are
-//! preserved; the file is replaced atomically; the result carries a unified diff.
+//! preserved; the file is replaced atomically (through a symlink, its target); the result carries
+//! a unified diff. Only regular files of up to 16 MB are edited.
+
+use std::io::Read as _;
+use std::path::Path;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::paths::resolve;
+use super::files::{self, OpenError};
+use super::paths::{self, resolve};
 use super::read::io_reason;
 use super::{str_arg, Tool, ToolContext};
 use crate::protocol::message::ToolOutput;
 
 pub struct Edit;
+
+/// The largest file edit reads (the text is held a few times over while it is changed).
+const MAX_EDIT_BYTES: u64 = 16 * 1024 * 1024;
+const DIFF_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Tool for Edit {
     fn name(&self) -> &'static str {
@@ -46,16 +56,18 @@ impl Tool for Edit {
 
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
         let raw = str_arg(args, "path").unwrap_or("");
-        if let Some(scheme) = ctx.host_scheme(raw) {
-            return ToolOutput::error(format!(
+        match ctx.host_scheme(raw) {
+            Err(e) => return ToolOutput::error(e),
+            Ok(Some(scheme)) => return ToolOutput::error(format!(
                 "edit does not change host-owned files ({}://). Read {raw}, then use the write tool with the complete new content.",
                 scheme.scheme
-            ));
+            )),
+            Ok(None) => {}
         }
         let path = resolve(&ctx.cwd, raw);
-        let original = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) => return ToolOutput::error(format!("Cannot edit {raw}: {}", io_reason(&e))),
+        let (original, meta) = match read_original(&path, raw) {
+            Ok(r) => r,
+            Err(e) => return ToolOutput::error(e),
         };
         let Ok(text) = String::from_utf8(original) else {
             return ToolOutput::error(format!("Cannot edit {raw}: it is not UTF-8 text"));
@@ -81,7 +93,10 @@ impl Tool for Edit {
             Ok(u) => u,
             Err(e) => return ToolOutput::error(e),
         };
-        let diff = similar::TextDiff::from_lines(&normalized, &updated)
+        // A deadline bounds the diff of a large, much-changed file (it then gets coarser).
+        let diff = similar::TextDiff::configure()
+            .timeout(DIFF_TIMEOUT)
+            .diff_lines(&normalized, &updated)
             .unified_diff()
             .context_radius(3)
             .header(raw, raw)
@@ -91,7 +106,16 @@ impl Tool for Edit {
         } else {
             updated
         };
-        if let Err(e) = replace_file(&path, format!("{bom}{restored}").as_bytes()) {
+        if ctx.is_cancelled() {
+            return ToolOutput::error(format!(
+                "The edit of {raw} was aborted; the file is unchanged"
+            ));
+        }
+        // Through a symlink the target is replaced, and the link stays.
+        let written = files::write_target(&path).and_then(|target| {
+            files::replace_file(&target, format!("{bom}{restored}").as_bytes(), Some(&meta))
+        });
+        if let Err(e) = written {
             return ToolOutput::error(format!("Cannot write {raw}: {}", io_reason(&e)));
         }
         let n = edits.len();
@@ -150,21 +174,33 @@ fn apply(text: &str, edits: &[(String, String)], path: &str) -> Result<String, S
     Ok(out)
 }
 
-/// Writes beside the file and renames over it, keeping its permissions: no partial file on failure.
-fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let perms = std::fs::metadata(path)?.permissions();
-    let tmp = path.with_file_name(format!(
-        ".{}.gjc-edit-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        std::process::id()
-    ));
-    let result = std::fs::write(&tmp, bytes)
-        .and_then(|_| std::fs::set_permissions(&tmp, perms))
-        .and_then(|_| std::fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+/// Reads the file to edit: a regular file (a FIFO would block, a device never end) of at most
+/// `MAX_EDIT_BYTES`.
+fn read_original(path: &Path, raw: &str) -> Result<(Vec<u8>, std::fs::Metadata), String> {
+    let (file, meta) = match files::open_regular(path) {
+        Ok(f) => f,
+        Err(OpenError::Io(e)) => return Err(format!("Cannot edit {raw}: {}", io_reason(&e))),
+        Err(e) => return Err(e.describe(raw)),
+    };
+    let too_big = |size: u64| {
+        format!(
+            "{raw} is {}; edit works on files up to {}. Use bash (e.g. sed -i) to change it.",
+            paths::size(size),
+            paths::size(MAX_EDIT_BYTES)
+        )
+    };
+    if meta.len() > MAX_EDIT_BYTES {
+        return Err(too_big(meta.len()));
     }
-    result
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // `take` also bounds a file that grows while it is read.
+    if let Err(e) = file.take(MAX_EDIT_BYTES + 1).read_to_end(&mut bytes) {
+        return Err(format!("Cannot edit {raw}: {}", io_reason(&e)));
+    }
+    if bytes.len() as u64 > MAX_EDIT_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok((bytes, meta))
 }
 
 #[cfg(test)]
@@ -202,6 +238,24 @@ mod tests {
         );
         assert!(text(&out).contains("Could not find"));
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "a a b");
+    }
+
+    #[test]
+    fn files_over_the_size_limit_are_refused_unread() {
+        let (dir, c) = ctx();
+        let p = dir.path().join("big.txt");
+        std::fs::write(&p, "a").unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_len(MAX_EDIT_BYTES + 1).unwrap();
+        let out = Edit.execute(
+            &json!({"path": "big.txt", "edits": [{"oldText": "a", "newText": "b"}]}),
+            &c,
+        );
+        assert!(
+            out.is_error && text(&out).contains("edit works on files up to 16.0MB"),
+            "{}",
+            text(&out)
+        );
     }
 
     #[test]

@@ -8,7 +8,6 @@ use std::sync::Mutex;
 use globset::{GlobBuilder, GlobMatcher};
 use serde_json::{json, Value};
 
-use super::paths::resolve;
 use super::{str_arg, uint_arg, Tool, ToolContext};
 use crate::protocol::message::ToolOutput;
 
@@ -45,7 +44,10 @@ impl Tool for Find {
         let limit = uint_arg(args, "limit")
             .map(|l| l as usize)
             .unwrap_or(DEFAULT_LIMIT);
-        let root = resolve(&ctx.cwd, raw);
+        let root = match ctx.local_only("find", raw) {
+            Ok(r) => r,
+            Err(e) => return ToolOutput::error(e),
+        };
         if !root.is_dir() {
             return ToolOutput::error(format!("{raw} is not a directory"));
         }
@@ -57,6 +59,9 @@ impl Tool for Find {
             Err(e) => return ToolOutput::error(format!("Invalid glob {pattern:?}: {e}")),
         };
         let (mut found, hit_limit) = walk(&root, &matcher, pattern.contains('/'), limit, ctx);
+        if ctx.is_cancelled() {
+            return ToolOutput::error(format!("The search of {raw} was aborted"));
+        }
         found.sort();
         let total = found.len();
         let mut out = String::new();
@@ -88,13 +93,18 @@ fn walk(
 ) -> (Vec<String>, bool) {
     let found = Mutex::new(Vec::new());
     let count = AtomicUsize::new(0);
+    // What is kept is bounded by the output limit as well as by `limit`: no more than can be shown.
+    let kept_bytes = AtomicUsize::new(0);
     let walker = ignore::WalkBuilder::new(root)
         .hidden(false)
         .filter_entry(|e| e.file_name() != ".git")
         .build_parallel();
     walker.run(|| {
         Box::new(|entry| {
-            if ctx.is_cancelled() || count.load(Ordering::Relaxed) > limit {
+            if ctx.is_cancelled()
+                || count.load(Ordering::Relaxed) > limit
+                || kept_bytes.load(Ordering::Relaxed) > MAX_BYTES
+            {
                 return ignore::WalkState::Quit;
             }
             let Ok(entry) = entry else {
@@ -112,12 +122,14 @@ fn walk(
             if hit && count.fetch_add(1, Ordering::Relaxed) < limit {
                 let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
                 let shown = format!("{}{}", rel.display(), if is_dir { "/" } else { "" });
+                kept_bytes.fetch_add(shown.len() + 1, Ordering::Relaxed);
                 found.lock().unwrap_or_else(|p| p.into_inner()).push(shown);
             }
             ignore::WalkState::Continue
         })
     });
-    let hit_limit = count.load(Ordering::Relaxed) > limit;
+    let hit_limit =
+        count.load(Ordering::Relaxed) > limit || kept_bytes.load(Ordering::Relaxed) > MAX_BYTES;
     (
         found.into_inner().unwrap_or_else(|p| p.into_inner()),
         hit_limit,

@@ -1,22 +1,28 @@
 //! `grep`: regex (or literal) search over files, respecting `.gitignore`, skipping binary files,
 //! on the `ignore` crate's parallel walker. Bounded: `limit` matches (default 100), 50 KB of
-//! output, match lines cut at 500 characters, each with a note.
+//! output, match lines cut at 500 characters, each with a note. Files are read line by line and
+//! only the first 1 MB of a line is searched, so a file without newlines costs no more memory.
 
-use std::io::{BufRead, BufReader, Read as _};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use globset::Glob;
 use regex::{Regex, RegexBuilder};
 use serde_json::{json, Value};
 
-use super::paths::{clip_line, resolve};
+use super::files::{self, Lines};
+use super::paths::clip_line;
 use super::{str_arg, uint_arg, Tool, ToolContext};
 use crate::protocol::message::ToolOutput;
 
 const DEFAULT_LIMIT: usize = 100;
 const MAX_BYTES: usize = 50 * 1024;
 const MAX_LINE_CHARS: usize = 500;
+/// Room left after the lines for the notes, so the whole result fits in `MAX_BYTES`.
+const NOTE_ROOM: usize = 1024;
+/// How much of one line is searched: a file with no newlines costs this, not its size.
+const MAX_SCAN_LINE: usize = 1024 * 1024;
 
 pub struct Grep;
 
@@ -84,7 +90,10 @@ impl Tool for Grep {
             Err(e) => return ToolOutput::error(format!("Invalid glob: {e}")),
         };
         let raw = str_arg(args, "path").unwrap_or(".");
-        let root = resolve(&ctx.cwd, raw);
+        let root = match ctx.local_only("grep", raw) {
+            Ok(r) => r,
+            Err(e) => return ToolOutput::error(e),
+        };
         if !root.exists() {
             return ToolOutput::error(format!("{raw} does not exist"));
         }
@@ -95,9 +104,35 @@ impl Tool for Grep {
             regex,
             context: uint_arg(args, "context").unwrap_or(0) as usize,
         };
-        let (mut files, matches) = search(&root, &query, glob.as_ref(), limit, ctx);
+        let budget = Budget {
+            limit,
+            matches: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            long_lines: AtomicBool::new(false),
+        };
+        let mut files = search(&root, &query, glob.as_ref(), &budget, ctx);
+        if ctx.is_cancelled() {
+            return ToolOutput::error("The search was aborted");
+        }
         files.sort_by(|a, b| a.0.cmp(&b.0));
-        render(files, matches, limit)
+        render(files, &budget)
+    }
+}
+
+/// Shared by the walker's threads: what has been collected so far, against the limits.
+struct Budget {
+    limit: usize,
+    matches: AtomicUsize,
+    /// Bytes of collected lines: no more is kept than the output can show.
+    bytes: AtomicUsize,
+    /// A line longer than `MAX_SCAN_LINE` was searched only in its head.
+    long_lines: AtomicBool,
+}
+
+impl Budget {
+    fn spent(&self) -> bool {
+        self.matches.load(Ordering::Relaxed) >= self.limit
+            || self.bytes.load(Ordering::Relaxed) > MAX_BYTES
     }
 }
 
@@ -105,11 +140,10 @@ fn search(
     root: &std::path::Path,
     q: &Query,
     glob: Option<&globset::GlobMatcher>,
-    limit: usize,
+    budget: &Budget,
     ctx: &ToolContext,
-) -> (Vec<FileHits>, usize) {
+) -> Vec<FileHits> {
     let results = Mutex::new(Vec::new());
-    let matches = AtomicUsize::new(0);
     let base = if root.is_file() {
         root.parent().unwrap_or(root).to_path_buf()
     } else {
@@ -121,7 +155,7 @@ fn search(
         .build_parallel();
     walker.run(|| {
         Box::new(|entry| {
-            if ctx.is_cancelled() || matches.load(Ordering::Relaxed) >= limit {
+            if ctx.is_cancelled() || budget.spent() {
                 return ignore::WalkState::Quit;
             }
             let Ok(entry) = entry else {
@@ -132,9 +166,7 @@ fn search(
             {
                 return ignore::WalkState::Continue;
             }
-            if let Some(hits) = search_file(entry.path(), q) {
-                let n = hits.iter().filter(|h| h.2).count();
-                matches.fetch_add(n, Ordering::Relaxed);
+            if let Some(hits) = search_file(entry.path(), q, budget, ctx) {
                 let rel = entry
                     .path()
                     .strip_prefix(&base)
@@ -149,55 +181,76 @@ fn search(
             ignore::WalkState::Continue
         })
     });
-    (
-        results.into_inner().unwrap_or_else(|p| p.into_inner()),
-        matches.into_inner(),
-    )
+    results.into_inner().unwrap_or_else(|p| p.into_inner())
 }
 
-fn search_file(path: &std::path::Path, q: &Query) -> Option<Vec<(usize, String, bool)>> {
-    let mut file = std::fs::File::open(path).ok()?;
-    let mut head = [0u8; 1024];
-    let n = file.read(&mut head).ok()?;
-    if head[..n].contains(&0) {
-        return None;
-    }
-    let reader = BufReader::new(std::io::Cursor::new(head[..n].to_vec()).chain(file));
-    let lines: Vec<String> = reader
-        .split(b'\n')
-        .map_while(Result::ok)
-        .map(|l| {
-            String::from_utf8_lossy(&l)
-                .trim_end_matches('\r')
-                .to_string()
-        })
-        .collect();
-    let hit_lines: Vec<usize> = lines
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| q.regex.is_match(l))
-        .map(|(i, _)| i)
-        .collect();
-    if hit_lines.is_empty() {
+/// Collects one file's matches with their context, line by line: each line is read up to
+/// `MAX_SCAN_LINE` bytes, kept only when it is shown (cut at `MAX_LINE_CHARS`), and reading
+/// stops at the match limit, the output limit or cancellation.
+fn search_file(
+    path: &std::path::Path,
+    q: &Query,
+    budget: &Budget,
+    ctx: &ToolContext,
+) -> Option<Vec<(usize, String, bool)>> {
+    let (file, _) = files::open_regular(path).ok()?;
+    let cancelled = || ctx.is_cancelled();
+    let mut lines = Lines::new(file, &cancelled);
+    let head = lines.peek().ok()?;
+    if head[..head.len().min(1024)].contains(&0) {
         return None;
     }
     let mut out = Vec::new();
-    let mut last_shown: Option<usize> = None;
-    for &i in &hit_lines {
-        let from = i
-            .saturating_sub(q.context)
-            .max(last_shown.map_or(0, |l| l + 1));
-        let to = (i + q.context).min(lines.len() - 1);
-        for (j, line) in lines.iter().enumerate().take(to + 1).skip(from) {
-            out.push((j + 1, line.clone(), hit_lines.binary_search(&j).is_ok()));
+    let mut keep = |line_no: usize, text: &str, is_match: bool| {
+        let (text, _) = clip_line(text, MAX_LINE_CHARS);
+        budget.bytes.fetch_add(text.len() + 16, Ordering::Relaxed);
+        out.push((line_no, text, is_match));
+    };
+    // The lines before the next match that may become its leading context.
+    let mut before: VecDeque<(usize, String)> = VecDeque::new();
+    let (mut before_bytes, mut after, mut line_no) = (0usize, 0usize, 0usize);
+    let mut buf = Vec::new();
+    while let Ok(Some(len)) = lines.next(&mut buf, MAX_SCAN_LINE) {
+        line_no += 1;
+        if len > buf.len() as u64 {
+            budget.long_lines.store(true, Ordering::Relaxed);
         }
-        last_shown = Some(to);
+        let text = String::from_utf8_lossy(&buf);
+        let text = text.trim_end_matches('\r');
+        if q.regex.is_match(text) {
+            if budget.matches.fetch_add(1, Ordering::Relaxed) >= budget.limit {
+                break;
+            }
+            for (n, t) in before.drain(..) {
+                keep(n, &t, false);
+            }
+            before_bytes = 0;
+            keep(line_no, text, true);
+            after = q.context;
+        } else if after > 0 {
+            keep(line_no, text, false);
+            after -= 1;
+        } else if q.context > 0 {
+            let (clipped, _) = clip_line(text, MAX_LINE_CHARS);
+            before_bytes += clipped.len();
+            before.push_back((line_no, clipped));
+            while before.len() > q.context || before_bytes > MAX_BYTES {
+                let (_, dropped) = before.pop_front().unwrap_or_default();
+                before_bytes -= dropped.len();
+            }
+        }
+        if budget.bytes.load(Ordering::Relaxed) > MAX_BYTES || (after == 0 && budget.spent()) {
+            break;
+        }
     }
-    Some(out)
+    out.iter().any(|h| h.2).then_some(out)
 }
 
-fn render(files: Vec<FileHits>, total_matches: usize, limit: usize) -> ToolOutput {
-    let (mut out, mut shown, mut clipped, mut cut) = (String::new(), 0usize, false, false);
+fn render(files: Vec<FileHits>, budget: &Budget) -> ToolOutput {
+    let limit = budget.limit;
+    let total_matches = budget.matches.load(Ordering::Relaxed);
+    let (mut out, mut shown, mut clipped) = (String::new(), 0usize, false);
+    let mut cut = budget.bytes.load(Ordering::Relaxed) > MAX_BYTES;
     'files: for (path, hits) in &files {
         for (line_no, text, is_match) in hits {
             if *is_match && shown >= limit {
@@ -207,7 +260,7 @@ fn render(files: Vec<FileHits>, total_matches: usize, limit: usize) -> ToolOutpu
             clipped |= was_clipped;
             let sep = if *is_match { ':' } else { '-' };
             let line = format!("{path}{sep}{line_no}{sep} {text}\n");
-            if out.len() + line.len() > MAX_BYTES {
+            if out.len() + line.len() > MAX_BYTES - NOTE_ROOM {
                 cut = true;
                 break 'files;
             }
@@ -218,7 +271,10 @@ fn render(files: Vec<FileHits>, total_matches: usize, limit: usize) -> ToolOutpu
     if files.is_empty() {
         return ToolOutput::text("No matches found").with_details(json!({"matches": 0}));
     }
-    if total_matches > shown || cut {
+    let limited = total_matches >= limit;
+    if cut {
+        out.push_str(&format!("\n[{shown} matches shown; the output reached the {}KB limit. Refine the pattern or use path/glob to narrow it.]", MAX_BYTES / 1024));
+    } else if limited {
         out.push_str(&format!("\n[{shown} matches shown; the search stopped at the limit of {limit}. Refine the pattern or use path/glob to narrow it.]"));
     }
     if clipped {
@@ -226,8 +282,14 @@ fn render(files: Vec<FileHits>, total_matches: usize, limit: usize) -> ToolOutpu
             "\n[Some lines were cut at {MAX_LINE_CHARS} characters. Use read to see them whole.]"
         ));
     }
-    ToolOutput::text(out)
-        .with_details(json!({"matches": shown, "truncated": total_matches > shown || cut}))
+    if budget.long_lines.load(Ordering::Relaxed) {
+        out.push_str(&format!(
+            "\n[Lines longer than {}MB were searched only in their first {}MB.]",
+            MAX_SCAN_LINE >> 20,
+            MAX_SCAN_LINE >> 20
+        ));
+    }
+    ToolOutput::text(out).with_details(json!({"matches": shown, "truncated": limited || cut}))
 }
 
 #[cfg(test)]

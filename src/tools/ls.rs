@@ -2,13 +2,14 @@
 
 use serde_json::{json, Value};
 
-use super::paths::resolve;
 use super::read::io_reason;
 use super::{str_arg, uint_arg, Tool, ToolContext};
 use crate::protocol::message::ToolOutput;
 
 const DEFAULT_LIMIT: usize = 500;
 const MAX_BYTES: usize = 50 * 1024;
+/// The most entries read from one directory.
+const MAX_SCAN: usize = 100_000;
 
 pub struct Ls;
 
@@ -37,7 +38,10 @@ impl Tool for Ls {
         let limit = uint_arg(args, "limit")
             .map(|l| l as usize)
             .unwrap_or(DEFAULT_LIMIT);
-        let dir = resolve(&ctx.cwd, raw);
+        let dir = match ctx.local_only("ls", raw) {
+            Ok(d) => d,
+            Err(e) => return ToolOutput::error(e),
+        };
         let read = match std::fs::read_dir(&dir) {
             Ok(r) => r,
             Err(e) if dir.is_file() => {
@@ -45,7 +49,13 @@ impl Tool for Ls {
             }
             Err(e) => return ToolOutput::error(format!("Cannot list {raw}: {}", io_reason(&e))),
         };
+        // Sorting needs every name; a directory of millions keeps only the first MAX_SCAN read.
+        let mut scanned = 0usize;
         let mut names: Vec<String> = read
+            .take_while(|_| {
+                scanned += 1;
+                scanned <= MAX_SCAN && !ctx.is_cancelled()
+            })
             .filter_map(Result::ok)
             .map(|e| {
                 let name = e.file_name().to_string_lossy().into_owned();
@@ -58,6 +68,9 @@ impl Tool for Ls {
                 }
             })
             .collect();
+        if ctx.is_cancelled() {
+            return ToolOutput::error(format!("Listing {raw} was aborted"));
+        }
         names.sort_by_key(|n| n.to_lowercase());
         let total = names.len();
         let (mut out, mut shown) = (String::new(), 0);
@@ -71,6 +84,8 @@ impl Tool for Ls {
         }
         if total == 0 {
             out.push_str("(empty directory)");
+        } else if scanned > MAX_SCAN {
+            out.push_str(&format!("\n[{shown} entries shown, sorted from the first {MAX_SCAN} the directory returned; it has more. Use find with a pattern to narrow it down.]"));
         } else if shown < total {
             out.push_str(&format!("\n[{shown} of {total} entries shown. Use a larger limit or find to narrow it down.]"));
         }

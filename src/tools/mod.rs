@@ -5,6 +5,7 @@
 
 pub mod bash;
 pub mod edit;
+pub mod files;
 pub mod find;
 pub mod grep;
 pub mod ls;
@@ -61,11 +62,37 @@ impl ToolContext {
         }
     }
 
-    /// The registered host scheme a path names (`db://users/42`), if any.
-    pub fn host_scheme(&self, path: &str) -> Option<&UriScheme> {
-        let (scheme, _) = path.split_once("://")?;
+    /// Where a path the model gave lives: `Ok(Some)` for a scheme the host registered
+    /// (`db://users/42`), `Ok(None)` for a local file, and an error for any other URL-shaped
+    /// path, which must not become a local folder named `foo:`.
+    pub fn host_scheme(&self, path: &str) -> Result<Option<&UriScheme>, String> {
+        let Some(scheme) = paths::url_scheme(path) else {
+            return Ok(None);
+        };
         let scheme = scheme.to_ascii_lowercase();
-        self.schemes.iter().find(|s| s.scheme == scheme)
+        if let Some(found) = self.schemes.iter().find(|s| s.scheme == scheme) {
+            return Ok(Some(found));
+        }
+        let registered = if self.schemes.is_empty() {
+            "none are registered".to_string()
+        } else {
+            let names: Vec<&str> = self.schemes.iter().map(|s| s.scheme.as_str()).collect();
+            format!("registered schemes: {}", names.join(", "))
+        };
+        Err(format!(
+            "Cannot use {path}: no host serves the \"{scheme}\" scheme; {registered}. A local file is named by a plain path, without \"scheme://\"."
+        ))
+    }
+
+    /// A local path for the tools that only work on local files (`ls`, `find`, `grep`).
+    pub fn local_only(&self, tool: &str, path: &str) -> Result<PathBuf, String> {
+        if let Some(scheme) = self.host_scheme(path)? {
+            return Err(format!(
+                "{tool} works on local files; {}:// paths belong to the host. Use read to see {path}.",
+                scheme.scheme
+            ));
+        }
+        Ok(paths::resolve(&self.cwd, path))
     }
 
     pub fn is_cancelled(&self) -> bool {

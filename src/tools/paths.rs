@@ -19,6 +19,18 @@ pub fn resolve(cwd: &Path, path: &str) -> PathBuf {
     }
 }
 
+/// The scheme of a URL-shaped path (`db://users/42`, `https://…`): RFC 3986 scheme characters
+/// (a letter, then letters, digits, `+ . -`) followed by `://`. Such a path is never a local
+/// file: without a host to serve it, `Path` would read `foo:` as a directory name.
+pub fn url_scheme(path: &str) -> Option<&str> {
+    let path = path.strip_prefix('@').unwrap_or(path);
+    let (scheme, _) = path.split_once("://")?;
+    let mut chars = scheme.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c));
+    valid.then_some(scheme)
+}
+
 fn home() -> PathBuf {
     std::env::var_os("HOME")
         .map(PathBuf::from)
@@ -88,6 +100,17 @@ mod tests {
         assert_eq!(resolve(cwd, "a/b"), PathBuf::from("/work/x/a/b"));
         assert_eq!(resolve(cwd, "@a"), PathBuf::from("/work/x/a"));
         assert_eq!(resolve(cwd, "/etc"), PathBuf::from("/etc"));
+    }
+
+    #[test]
+    fn url_shaped_paths_have_a_scheme() {
+        assert_eq!(url_scheme("db://users/42"), Some("db"));
+        assert_eq!(url_scheme("@notes+v2://a"), Some("notes+v2"));
+        assert_eq!(url_scheme("https://example.com"), Some("https"));
+        assert_eq!(url_scheme("src/main.rs"), None);
+        assert_eq!(url_scheme("./foo://x"), None);
+        assert_eq!(url_scheme("1x://y"), None);
+        assert_eq!(url_scheme("a/b://c"), None);
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //! telling the model how to read on), images as image content, binary files and directories
 //! refused with a hint.
 
-use std::io::{BufRead, BufReader, Read as _};
+use std::io::Read as _;
 
 use serde_json::{json, Value};
 
+use super::files::{self, Lines, OpenError, Stop};
 use super::paths::{self, resolve};
 use super::{str_arg, uint_arg, Tool, ToolContext};
 use crate::protocol::message::{Content, ToolOutput};
@@ -14,6 +15,13 @@ pub const MAX_LINES: usize = 2000;
 pub const MAX_BYTES: usize = 50 * 1024;
 /// Images larger than this are refused rather than sent to the model.
 const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+/// Room left after the shown lines for the notes, so the whole result fits in `MAX_BYTES`.
+const NOTE_ROOM: usize = 1024;
+/// How far past the shown lines the rest of the file is still counted for the "of N lines"
+/// total; a bigger file is described by its size instead of being read to the end.
+const COUNT_AHEAD: u64 = 32 * 1024 * 1024;
+/// A NUL in this much of the file's head marks it as binary.
+const BINARY_SNIFF: usize = 8 * 1024;
 
 pub struct Read;
 
@@ -44,30 +52,36 @@ impl Tool for Read {
 
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
         let raw = str_arg(args, "path").unwrap_or("");
-        if ctx.host_scheme(raw).is_some() {
-            return read_host(raw, ctx);
+        match ctx.host_scheme(raw) {
+            Err(e) => return ToolOutput::error(e),
+            Ok(Some(_)) => return read_host(raw, ctx),
+            Ok(None) => {}
         }
         let path = resolve(&ctx.cwd, raw);
-        let meta = match std::fs::metadata(&path) {
-            Ok(m) => m,
+        let (file, meta) = match files::open_regular(&path) {
+            Ok(f) => f,
+            Err(OpenError::Directory) => {
+                return ToolOutput::error(format!(
+                    "{raw} is a directory. Use the ls tool to list it, or find to search it."
+                ))
+            }
+            Err(e) => return ToolOutput::error(e.describe(raw)),
+        };
+        let cancelled = || ctx.is_cancelled();
+        let mut lines = Lines::new(file, &cancelled);
+        let head = match lines.peek() {
+            Ok(h) => h,
             Err(e) => return ToolOutput::error(format!("Cannot read {raw}: {}", io_reason(&e))),
         };
-        if meta.is_dir() {
-            return ToolOutput::error(format!(
-                "{raw} is a directory. Use the ls tool to list it, or find to search it."
-            ));
+        if let Some(mime) = image_mime(&head[..head.len().min(16)]) {
+            return read_image(lines, raw, mime, meta.len());
         }
-        let mut head = [0u8; 16];
-        let n = match std::fs::File::open(&path).and_then(|mut f| f.read(&mut head)) {
-            Ok(n) => n,
-            Err(e) => return ToolOutput::error(format!("Cannot read {raw}: {}", io_reason(&e))),
-        };
-        if let Some(mime) = image_mime(&head[..n]) {
-            return read_image(&path, raw, mime, meta.len());
+        if head[..head.len().min(BINARY_SNIFF)].contains(&0) {
+            return ToolOutput::error(format!("{raw} is a binary file; it cannot be shown as text. Use bash (e.g. xxd or file) to inspect it."));
         }
         let offset = uint_arg(args, "offset").unwrap_or(1).max(1) as usize;
         let limit = uint_arg(args, "limit").map(|l| l as usize);
-        read_text(&path, raw, offset, limit)
+        read_text(lines, raw, Window { offset, limit }, meta.len())
     }
 }
 
@@ -110,7 +124,7 @@ fn image_mime(head: &[u8]) -> Option<&'static str> {
     }
 }
 
-fn read_image(path: &std::path::Path, raw: &str, mime: &str, len: u64) -> ToolOutput {
+fn read_image(lines: Lines, raw: &str, mime: &str, len: u64) -> ToolOutput {
     if len > MAX_IMAGE_BYTES {
         return ToolOutput::error(format!(
             "{raw} is an image of {}, over the {} limit",
@@ -118,8 +132,18 @@ fn read_image(path: &std::path::Path, raw: &str, mime: &str, len: u64) -> ToolOu
             paths::size(MAX_IMAGE_BYTES)
         ));
     }
-    match std::fs::read(path) {
-        Ok(bytes) => ToolOutput {
+    let mut bytes = Vec::new();
+    // The size was checked on the open file; `take` also bounds a file that grew since.
+    let read = lines
+        .into_inner()
+        .take(MAX_IMAGE_BYTES + 1)
+        .read_to_end(&mut bytes);
+    match read {
+        Ok(_) if bytes.len() as u64 > MAX_IMAGE_BYTES => ToolOutput::error(format!(
+            "{raw} grew past the {} image limit while being read",
+            paths::size(MAX_IMAGE_BYTES)
+        )),
+        Ok(_) => ToolOutput {
             content: vec![
                 Content::text(format!("Read image file [{mime}]")),
                 Content::Image {
@@ -127,81 +151,155 @@ fn read_image(path: &std::path::Path, raw: &str, mime: &str, len: u64) -> ToolOu
                     mime_type: mime.into(),
                 },
             ],
-            details: Some(json!({"mimeType": mime, "bytes": len})),
+            details: Some(json!({"mimeType": mime, "bytes": bytes.len()})),
             is_error: false,
         },
         Err(e) => ToolOutput::error(format!("Cannot read {raw}: {}", io_reason(&e))),
     }
 }
 
-/// Streams the file: only the requested window is kept, the rest is counted.
-fn read_text(path: &std::path::Path, raw: &str, offset: usize, limit: Option<usize>) -> ToolOutput {
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) => return ToolOutput::error(format!("Cannot read {raw}: {}", io_reason(&e))),
-    };
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let want = limit.unwrap_or(MAX_LINES).min(MAX_LINES);
-    let (mut out, mut bytes, mut total, mut shown) = (String::new(), 0usize, 0usize, 0usize);
-    let mut cut_by_bytes = false;
-    let mut line = Vec::new();
+/// The lines asked for: from `offset` (1-based), at most `limit`.
+struct Window {
+    offset: usize,
+    limit: Option<usize>,
+}
+
+/// What was read for the window.
+#[derive(Default)]
+struct Shown {
+    text: String,
+    lines: usize,
+    /// The byte budget ended the window before the line limit.
+    full: bool,
+    /// The first line shown was too long and only its head is shown: (line, whole length, bytes
+    /// shown).
+    cut: Option<(usize, u64, usize)>,
+}
+
+/// Streams the file: only the window is kept (each line capped at what still fits), the lines
+/// before it are skipped, and the lines after it are counted for a while.
+fn read_text(mut lines: Lines, raw: &str, w: Window, size: u64) -> ToolOutput {
+    let want = w.limit.unwrap_or(MAX_LINES).min(MAX_LINES);
+    let budget = MAX_BYTES - NOTE_ROOM;
+    let mut shown = Shown::default();
+    let (mut total, mut known) = (0usize, true);
+    let mut buf = Vec::new();
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) => return ToolOutput::error(format!("Cannot read {raw}: {e}")),
+        let line_no = total + 1;
+        let in_window = line_no >= w.offset && shown.lines < want && !shown.full;
+        if line_no >= w.offset && !in_window && lines.until == u64::MAX {
+            lines.until = lines.offset.saturating_add(COUNT_AHEAD);
         }
-        if total == 0 && line.contains(&0) {
-            return ToolOutput::error(format!("{raw} is a binary file; it cannot be shown as text. Use bash (e.g. xxd or file) to inspect it."));
-        }
-        total += 1;
-        if total < offset || shown >= want || cut_by_bytes {
-            continue;
-        }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.strip_suffix('\n').unwrap_or(&text);
-        let text = text.strip_suffix('\r').unwrap_or(text);
-        if bytes + text.len() + 1 > MAX_BYTES {
-            if shown == 0 {
-                return ToolOutput::error(format!(
-                    "Line {offset} of {raw} is longer than {}KB. Use bash to read part of it, e.g. head -c 2000.",
-                    MAX_BYTES / 1024
-                ));
+        let cap = if in_window {
+            budget - shown.text.len()
+        } else {
+            0
+        };
+        let len = match lines.next(&mut buf, cap) {
+            Ok(Some(n)) => n,
+            Ok(None) => break,
+            Err(Stop::Limit) => {
+                known = false;
+                break;
             }
-            cut_by_bytes = true;
-            continue;
+            Err(Stop::Cancelled) => return ToolOutput::error(format!("Reading {raw} was aborted")),
+            Err(Stop::Io(e)) => {
+                return ToolOutput::error(format!("Cannot read {raw}: {}", io_reason(&e)))
+            }
+        };
+        total += 1;
+        if in_window {
+            take_line(&mut shown, line_no, &buf, len, budget);
         }
-        bytes += text.len() + 1;
-        out.push_str(text);
-        out.push('\n');
-        shown += 1;
     }
-    if total > 0 && offset > total {
+    if known && total > 0 && w.offset > total {
         return ToolOutput::error(format!(
-            "Offset {offset} is beyond the end of {raw} ({total} lines)"
+            "Offset {} is beyond the end of {raw} ({total} lines)",
+            w.offset
         ));
     }
-    let end = offset + shown - 1;
-    let more = end < total;
-    let details = json!({"totalLines": total, "startLine": offset, "endLine": end, "truncated": more && limit.is_none_or(|l| shown < l)});
+    finish(shown, raw, &w, known.then_some(total), size)
+}
+
+/// Adds one line of the window to what is shown, or ends the window when it does not fit. A
+/// first line too long for the budget is cut, on a character boundary.
+fn take_line(shown: &mut Shown, line_no: usize, buf: &[u8], len: u64, budget: usize) {
+    let whole = len == buf.len() as u64;
+    let bytes = if whole {
+        buf.strip_suffix(b"\r").unwrap_or(buf)
+    } else {
+        files::whole_chars(buf)
+    };
+    let text = String::from_utf8_lossy(bytes);
+    let room = budget - shown.text.len();
+    if whole && text.len() < room {
+        shown.text.push_str(&text);
+        shown.text.push('\n');
+        shown.lines += 1;
+        return;
+    }
+    shown.full = true;
+    if shown.lines > 0 {
+        return;
+    }
+    let mut end = text.len().min(room - 1);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    shown.text.push_str(&text[..end]);
+    shown.text.push('\n');
+    shown.lines = 1;
+    shown.cut = Some((line_no, len, end));
+}
+
+/// The shown lines and the notes that say what was left out and how to read on.
+fn finish(shown: Shown, raw: &str, w: &Window, total: Option<usize>, size: u64) -> ToolOutput {
+    let Shown {
+        mut text,
+        lines,
+        full,
+        cut,
+    } = shown;
+    let (offset, end) = (w.offset, w.offset + lines - 1);
+    let more = total.is_none_or(|t| end < t);
+    let details = json!({"totalLines": total, "startLine": offset, "endLine": end, "bytes": size,
+        "truncated": (more && w.limit.is_none_or(|l| lines < l)) || cut.is_some()});
+    if let Some((line, len, kept)) = cut {
+        // The note must fit in NOTE_ROOM: a very long path is not repeated in it.
+        let file = if raw.len() <= 200 && !raw.contains('\'') {
+            format!("'{raw}'")
+        } else {
+            "FILE".into()
+        };
+        text.push_str(&format!(
+            "\n[Line {line} is {} long; only its first {} are shown. Use bash to read the rest of it, e.g. sed -n '{line}p' {file} | cut -b {}-{}]",
+            paths::size(len),
+            paths::size(kept as u64),
+            kept + 1,
+            kept + 40_000
+        ));
+    }
     if more {
-        let why = if cut_by_bytes {
+        let why = if full {
             format!("{}KB limit", MAX_BYTES / 1024)
-        } else if limit.is_some_and(|l| shown == l) {
+        } else if w.limit.is_some_and(|l| lines == l) {
             "limit".into()
         } else {
             format!("{MAX_LINES}-line limit")
         };
-        out.push_str(&format!(
-            "\n[Showing lines {offset}-{end} of {total} ({why}). Use offset={} to continue.]",
+        let of = match total {
+            Some(t) => format!("of {t}"),
+            None => format!("of a {} file", paths::size(size)),
+        };
+        text.push_str(&format!(
+            "\n[Showing lines {offset}-{end} {of} ({why}). Use offset={} to continue.]",
             end + 1
         ));
     }
-    if total == 0 {
-        out.push_str("(empty file)");
+    if total == Some(0) {
+        text.push_str("(empty file)");
     }
-    ToolOutput::text(out).with_details(details)
+    ToolOutput::text(text).with_details(details)
 }
 
 #[cfg(test)]
@@ -231,6 +329,35 @@ mod tests {
         assert!(out.is_error && crate::tools::tests::text(&out).contains("binary"));
         let out = Read.execute(&json!({"path": "nope"}), &c);
         assert!(crate::tools::tests::text(&out).contains("file not found"));
+    }
+
+    #[test]
+    fn a_cancelled_read_stops_with_an_error() {
+        let (dir, c) = ctx();
+        std::fs::write(dir.path().join("f"), "a\nb\n").unwrap();
+        c.cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+        let out = Read.execute(&json!({"path": "f"}), &c);
+        assert!(out.is_error, "{}", crate::tools::tests::text(&out));
+        assert!(crate::tools::tests::text(&out).contains("aborted"));
+    }
+
+    #[test]
+    fn a_file_too_long_to_count_is_described_by_its_size() {
+        let (dir, c) = ctx();
+        let p = dir.path().join("log");
+        let head: String = (1..=3000).map(|i| format!("{i}\n")).collect();
+        std::fs::write(&p, head).unwrap();
+        let f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        // A hole reads as one long line of zeros, past the counting horizon.
+        f.set_len(COUNT_AHEAD * 2).unwrap();
+        let out = Read.execute(&json!({"path": "log"}), &c);
+        let t = crate::tools::tests::text(&out);
+        assert!(
+            t.ends_with("[Showing lines 1-2000 of a 64.0MB file (2000-line limit). Use offset=2001 to continue.]"),
+            "{}",
+            &t[t.len() - 120..]
+        );
+        assert_eq!(out.details.unwrap()["totalLines"], Value::Null);
     }
 
     #[test]

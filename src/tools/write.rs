@@ -1,10 +1,15 @@
-//! `write`: creates parent folders and overwrites the file; reports the bytes written.
+//! `write`: creates parent folders and replaces the file atomically (through a symlink, its
+//! target); reports the bytes written. Only regular files are written.
+
+use std::path::Path;
 
 use serde_json::{json, Value};
 
+use super::files;
 use super::paths::resolve;
 use super::read::io_reason;
 use super::{str_arg, Tool, ToolContext};
+use crate::host::uri::UriScheme;
 use crate::protocol::message::ToolOutput;
 
 pub struct Write;
@@ -33,47 +38,71 @@ impl Tool for Write {
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
         let raw = str_arg(args, "path").unwrap_or("");
         let content = str_arg(args, "content").unwrap_or("");
-        if let Some(scheme) = ctx.host_scheme(raw) {
-            if !scheme.writable || scheme.immutable {
-                return ToolOutput::error(format!(
-                    "{raw} cannot be written: the host registered {}:// as read-only",
-                    scheme.scheme
-                ));
-            }
-            let Some(host) = &ctx.host else {
-                return ToolOutput::error(format!("No host is attached to write {raw}"));
-            };
-            return match crate::host::uri::request(host, raw, Some(content), &|| ctx.is_cancelled())
-            {
-                Ok(_) => ToolOutput::text(format!(
-                    "Successfully wrote {} bytes to {raw}",
-                    content.len()
-                ))
-                .with_details(json!({"bytes": content.len(), "url": raw})),
-                Err(e) => ToolOutput::error(format!("Cannot write {raw}: {e}")),
-            };
+        match ctx.host_scheme(raw) {
+            Err(e) => ToolOutput::error(e),
+            Ok(Some(scheme)) => write_host(raw, content, scheme, ctx),
+            Ok(None) => write_local(&resolve(&ctx.cwd, raw), raw, content),
         }
-        let path = resolve(&ctx.cwd, raw);
-        if path.is_dir() {
-            return ToolOutput::error(format!("{raw} is a directory"));
-        }
-        if let Some(parent) = path.parent() {
-            if let Err(e) = std::fs::create_dir_all(parent) {
-                return ToolOutput::error(format!(
-                    "Cannot create {}: {}",
-                    parent.display(),
-                    io_reason(&e)
-                ));
-            }
-        }
-        match std::fs::write(&path, content) {
-            Ok(()) => ToolOutput::text(format!(
-                "Successfully wrote {} bytes to {raw}",
-                content.len()
+    }
+}
+
+/// A host-owned URI: the host stores the content.
+fn write_host(raw: &str, content: &str, scheme: &UriScheme, ctx: &ToolContext) -> ToolOutput {
+    if !scheme.writable || scheme.immutable {
+        return ToolOutput::error(format!(
+            "{raw} cannot be written: the host registered {}:// as read-only",
+            scheme.scheme
+        ));
+    }
+    let Some(host) = &ctx.host else {
+        return ToolOutput::error(format!("No host is attached to write {raw}"));
+    };
+    match crate::host::uri::request(host, raw, Some(content), &|| ctx.is_cancelled()) {
+        Ok(_) => ToolOutput::text(format!(
+            "Successfully wrote {} bytes to {raw}",
+            content.len()
+        ))
+        .with_details(json!({"bytes": content.len(), "url": raw})),
+        Err(e) => ToolOutput::error(format!("Cannot write {raw}: {e}")),
+    }
+}
+
+/// A local file, replaced atomically; through a symlink, the link's target is replaced.
+fn write_local(path: &Path, raw: &str, content: &str) -> ToolOutput {
+    let fail =
+        |e: std::io::Error| ToolOutput::error(format!("Cannot write {raw}: {}", io_reason(&e)));
+    let target = match files::write_target(path) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let old = match std::fs::symlink_metadata(&target) {
+        Ok(m) if m.is_dir() => return ToolOutput::error(format!("{raw} is a directory")),
+        Ok(m) if !m.is_file() => {
+            return ToolOutput::error(files::special_message(
+                raw,
+                files::special_kind(m.file_type()),
             ))
-            .with_details(json!({"bytes": content.len()})),
-            Err(e) => ToolOutput::error(format!("Cannot write {raw}: {}", io_reason(&e))),
         }
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return fail(e),
+    };
+    if let Some(parent) = target.parent() {
+        if let Err(e) = std::fs::create_dir_all(parent) {
+            return ToolOutput::error(format!(
+                "Cannot create {}: {}",
+                parent.display(),
+                io_reason(&e)
+            ));
+        }
+    }
+    match files::replace_file(&target, content.as_bytes(), old.as_ref()) {
+        Ok(()) => ToolOutput::text(format!(
+            "Successfully wrote {} bytes to {raw}",
+            content.len()
+        ))
+        .with_details(json!({"bytes": content.len()})),
+        Err(e) => fail(e),
     }
 }
 
