@@ -2,8 +2,12 @@
 
 mod support;
 
+/// A host that stops reading stdout.
+mod backpressure;
 /// Compaction, manual and automatic.
 mod compaction;
+/// What the published client requires of every frame.
+mod contract;
 /// Documentation stays in step with the code.
 mod docs;
 /// Aborts, retries and provider faults.
