@@ -267,19 +267,18 @@ impl HostActor {
         }
     }
 
+    /// At shutdown: every pending callback is cancelled towards the host (so it stops working
+    /// on it) and rejected towards its waiter.
     fn reject_all(&mut self, reason: &str) {
-        for (id, p) in self.pending.drain() {
-            let what = match p.kind {
+        let pending: Vec<(String, CallKind)> =
+            self.pending.iter().map(|(id, p)| (id.clone(), p.kind)).collect();
+        for (id, kind) in pending {
+            let what = match kind {
                 CallKind::Tool => "host tool execution",
                 CallKind::Uri => "host URI request",
                 CallKind::Ui => "UI request",
             };
-            let reason = format!("{reason} before {what} completed");
-            let _ = p.reply.send(HostEvent::Rejected {
-                id,
-                reason,
-                timed_out: false,
-            });
+            self.cancel(&id, &format!("{reason} before {what} completed"));
         }
     }
 }

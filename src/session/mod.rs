@@ -199,6 +199,14 @@ impl SessionLoop {
         if self.run.is_some() {
             self.abort_run();
         }
+        // Every accepted command gets its response, a running `bash` too.
+        if let Some((id, _)) = self.user_bash.take() {
+            self.respond(Response::err(
+                id,
+                "bash",
+                "cancelled: gjc is shutting down (stdin closed or a signal)",
+            ));
+        }
         self.flush_held();
         self.bash.shutdown();
         self.host.shutdown("RPC client disconnected");
