@@ -303,9 +303,14 @@ impl SessionLoop {
         if let Some(level) = loaded.thinking.as_deref() {
             self.state.thinking = catalog::clamp_thinking(level, self.state.model.as_ref());
         }
+        let repaired = store.repaired();
         self.reset(id, store, loaded.context, name);
+        self.emit_store_notices();
         crate::memory::release_free_pages();
-        Ok(Some(json!({ "cancelled": false })))
+        Ok(Some(match repaired {
+            Some(r) => json!({ "cancelled": false, "repaired": r }),
+            None => json!({ "cancelled": false }),
+        }))
     }
 
     fn branch(&mut self, entry_id: &str) -> Reply {

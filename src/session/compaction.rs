@@ -311,7 +311,12 @@ impl SessionLoop {
         let summary_message = CompactionSummaryMessage {
             summary: summary.to_string(),
             tokens_before,
-            timestamp: crate::ids::now_ms(),
+            // The entry's time: reported usage from before it no longer describes the context.
+            timestamp: self
+                .state
+                .store
+                .compacted_at()
+                .unwrap_or_else(crate::ids::now_ms),
         };
         self.state.messages = super::context::Context::from_messages(
             std::iter::once(AgentMessage::CompactionSummary(summary_message))
