@@ -10,6 +10,8 @@ mod docs;
 mod faults;
 /// Framing, bad input, lifecycle and the command line.
 mod framing;
+/// The session file under stress, context usage after compaction, command-line mistakes.
+mod hardening_store;
 /// Host tools, host URIs, extension UI and the ask tool.
 mod host;
 /// Prompts, tool loops, steering and follow-ups.
