@@ -304,6 +304,7 @@ impl SessionLoop {
             .store
             .append("compaction", entry)
             .map_err(|e| format!("Cannot save the compaction: {e}"))?;
+        self.emit_store_notices();
         let (messages, ids) = self.state.messages.parts_mut()?;
         let kept: Vec<AgentMessage> = messages.drain(cut..).collect();
         let kept_ids: Vec<Option<super::store::EntryId>> =
