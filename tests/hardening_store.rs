@@ -104,7 +104,7 @@ fn a_torn_last_line_is_cut_off_before_the_next_append() {
 /// a full disk does once SIGXFSZ is ignored).
 enum Disk {
     Tmpfs { mount: tempfile::TempDir },
-    FileSizeLimit,
+    FileSizeLimit { dir: tempfile::TempDir },
 }
 
 impl Disk {
@@ -123,18 +123,13 @@ impl Disk {
             // Inherited through exec: gjc gets EFBIG instead of being killed.
             // SAFETY: setting a signal's disposition to ignore has no memory preconditions.
             unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
-            Disk::FileSizeLimit
+            Disk::FileSizeLimit { dir: mount }
         }
     }
 
     fn session_dir(&self) -> PathBuf {
         match self {
-            Disk::Tmpfs { mount } => mount.path().join("sessions"),
-            Disk::FileSizeLimit => std::env::temp_dir().join(format!(
-                "gjc-full-disk-{}-{}",
-                std::process::id(),
-                ::gjc::ids::short_id()
-            )),
+            Disk::Tmpfs { mount: dir } | Disk::FileSizeLimit { dir } => dir.path().join("sessions"),
         }
     }
 
@@ -146,7 +141,7 @@ impl Disk {
                 let block = vec![0u8; 4096];
                 while filler.write_all(&block).is_ok() {}
             }
-            Disk::FileSizeLimit => {
+            Disk::FileSizeLimit { .. } => {
                 let len = std::fs::metadata(file).unwrap().len();
                 set_file_size_limit(pid, len + 100);
             }
@@ -156,7 +151,7 @@ impl Disk {
     fn free(&self, pid: u32) {
         match self {
             Disk::Tmpfs { mount } => std::fs::remove_file(mount.path().join("filler")).unwrap(),
-            Disk::FileSizeLimit => set_file_size_limit(pid, libc::RLIM_INFINITY),
+            Disk::FileSizeLimit { .. } => set_file_size_limit(pid, libc::RLIM_INFINITY),
         }
     }
 }
@@ -227,9 +222,6 @@ fn a_full_disk_leaves_whole_lines_and_saving_resumes_when_space_is_freed() {
     let d = h.ok(json!({"type": "switch_session", "sessionPath": path}));
     assert_eq!(d, json!({"cancelled": false}));
     assert_eq!(texts(&mut h), ["q1", "a1", &big, "a2", "q3", "a3"]);
-    if let Disk::FileSizeLimit = disk {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 }
 
 /// A small deterministic generator (xorshift), seeded from the clock and printed, so a failing
