@@ -26,7 +26,8 @@ pub struct Args {
     #[arg(long)]
     pub model: Option<String>,
 
-    /// Thinking level: off, minimal, low, medium, high or xhigh (clamped to the model).
+    /// Thinking level: inherit (the default, as if not given), off, minimal, low, medium, high,
+    /// xhigh or max (the highest the model has); clamped to the model.
     #[arg(long, value_name = "LEVEL")]
     pub thinking: Option<String>,
 
@@ -74,7 +75,8 @@ pub struct Args {
     #[arg(long)]
     pub no_title: bool,
 
-    /// An id the host uses for this session; becomes the session id.
+    /// An id the host uses for this session; becomes the session id and part of the session file
+    /// name: 1 to 128 letters, digits, '.', '_', ':' or '-'.
     #[arg(long, value_name = "ID")]
     pub provider_session_id: Option<String>,
 
@@ -91,9 +93,15 @@ pub struct Args {
     pub rest: Vec<String>,
 }
 
+/// The thinking levels `--thinking` takes: `inherit` and `max` besides the model's own.
+pub const THINKING_ARGS: [&str; 8] = [
+    "inherit", "off", "minimal", "low", "medium", "high", "xhigh", "max",
+];
+
 impl Args {
-    /// Checks what clap cannot express; the error is printed to stderr and the exit code is 2.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks what clap cannot express, before anything starts, and resolves `--thinking`
+    /// aliases. The error is one line for stderr; the exit code is 2.
+    pub fn validate(mut self) -> Result<Args, String> {
         match self.mode.as_deref() {
             Some("rpc") => {}
             Some(other) => {
@@ -115,8 +123,43 @@ impl Args {
                 "unexpected argument {a:?}: in RPC mode prompts arrive as commands on stdin"
             ));
         }
-        Ok(())
+        self.thinking = resolve_thinking(self.thinking.as_deref())?;
+        if self.no_tools && self.tools.is_some() {
+            return Err("--no-tools and --tools contradict each other: give one of them".into());
+        }
+        if let Some(id) = &self.provider_session_id {
+            check_session_id(id)?;
+        }
+        if let Some(script) = &self.script {
+            crate::provider::scripted::Script::load(script)
+                .map_err(|e| format!("--script: {e}"))?;
+        }
+        Ok(self)
     }
+}
+
+/// `inherit` is the same as no `--thinking`; `max` is the highest level, which the model clamps.
+fn resolve_thinking(level: Option<&str>) -> Result<Option<String>, String> {
+    match level {
+        None | Some("inherit") => Ok(None),
+        Some("max") => Ok(Some("xhigh".into())),
+        Some(l) if THINKING_ARGS.contains(&l) => Ok(Some(l.into())),
+        Some(l) => Err(format!(
+            "invalid --thinking level {l:?}: expected one of {}",
+            THINKING_ARGS.join(", ")
+        )),
+    }
+}
+
+/// The session id names the session file, so it must stay one harmless file-name component.
+fn check_session_id(id: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+    if id.is_empty() || id.len() > 128 || !id.chars().all(allowed) {
+        return Err(format!(
+            "invalid --provider-session-id {id:?}: use 1 to 128 letters, digits, '.', '_', ':' or '-'"
+        ));
+    }
+    Ok(())
 }
 
 /// The agent dir: `GJC_CODING_AGENT_DIR`, else `~/.gjc/agent`.
@@ -128,4 +171,64 @@ pub fn agent_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/"));
     home.join(".gjc").join("agent")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        let argv = ["gjc", "--mode", "rpc"].iter().chain(args);
+        Args::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .validate()
+    }
+
+    #[test]
+    fn thinking_levels_resolve_or_are_refused() {
+        for level in ["off", "minimal", "low", "medium", "high", "xhigh"] {
+            let args = parse(&["--thinking", level]).unwrap();
+            assert_eq!(args.thinking.as_deref(), Some(level));
+        }
+        assert_eq!(parse(&["--thinking", "inherit"]).unwrap().thinking, None);
+        assert_eq!(
+            parse(&["--thinking", "max"]).unwrap().thinking.as_deref(),
+            Some("xhigh")
+        );
+        let err = parse(&["--thinking", "bogus"]).unwrap_err();
+        assert!(err.contains("invalid --thinking level \"bogus\""), "{err}");
+    }
+
+    #[test]
+    fn session_ids_stay_one_file_name_component() {
+        for id in ["abc", "0192f0c4-3b1e-7c55-9a3e-5d2b1f4e8a01", "ed:conv.7_x"] {
+            assert!(parse(&["--provider-session-id", id]).is_ok(), "{id}");
+        }
+        let long = "a".repeat(129);
+        for id in ["", "../../x", "a/b", "a\\b", "a b", "\u{7}", long.as_str()] {
+            assert!(parse(&["--provider-session-id", id]).is_err(), "{id:?}");
+        }
+    }
+
+    #[test]
+    fn published_client_flags_are_accepted() {
+        let args = parse(&[
+            "--no-title",
+            "--no-skills",
+            "--no-rules",
+            "--no-session",
+            "--session-dir",
+            "/tmp/s",
+            "--append-system-prompt",
+            "be brief",
+            "--thinking",
+            "medium",
+        ])
+        .unwrap();
+        assert!(args.no_title && args.no_skills && args.no_rules && args.no_session);
+        assert!(parse(&["--no-tools", "--tools", "read"]).is_err());
+        assert!(parse(&["--script", "/nonexistent/script.json"])
+            .unwrap_err()
+            .starts_with("--script: cannot read script"));
+    }
 }

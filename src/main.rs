@@ -11,9 +11,12 @@ fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .target(env_logger::Target::Stderr)
         .init();
-    if let Err(e) = args.validate() {
-        eprintln!("gjc: {e}");
-        std::process::exit(2);
-    }
+    let args = match args.validate() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("gjc: {e}");
+            std::process::exit(2);
+        }
+    };
     std::process::exit(gjc::app::run(args, parent));
 }

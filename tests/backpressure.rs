@@ -32,7 +32,14 @@ impl RawGjc {
         let script_path = home.path().join("script.json");
         std::fs::write(&script_path, script.to_string()).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_gjc"))
-            .args(["--mode", "rpc", "--no-session", "--provider", "scripted", "--script"])
+            .args([
+                "--mode",
+                "rpc",
+                "--no-session",
+                "--provider",
+                "scripted",
+                "--script",
+            ])
             .arg(&script_path)
             .env("HOME", home.path())
             .env("GJC_CODING_AGENT_DIR", home.path().join("agent"))
@@ -162,7 +169,10 @@ fn abort_acts_at_once_while_the_host_reads_nothing() {
     assert!(took < Duration::from_millis(500), "abort took {took:?}");
     // Memory stayed bounded while the host read nothing.
     let peak_mb = rss_kb(pid, "VmHWM:") / 1024;
-    assert!(peak_mb < 64, "peak RSS {peak_mb} MB while stdout was blocked");
+    assert!(
+        peak_mb < 64,
+        "peak RSS {peak_mb} MB while stdout was blocked"
+    );
 
     // Reading again, the host gets every promised frame: the prompt and abort responses and
     // exactly one agent_end, with the whole streamed text in the final message.
@@ -194,7 +204,10 @@ fn abort_acts_at_once_while_the_host_reads_nothing() {
     let final_text = last_end["payload"]["event"]["message"]["content"][0]["text"]
         .as_str()
         .unwrap_or("");
-    assert_eq!(streamed, final_text, "every streamed byte arrives, in order");
+    assert_eq!(
+        streamed, final_text,
+        "every streamed byte arrives, in order"
+    );
     let updates = frames
         .iter()
         .filter(|f| f["payload"]["event_type"] == "message_update")

@@ -32,10 +32,8 @@ fn the_checker_rejects_what_the_client_rejects() {
         // A delta without its partial snapshot.
         vec![
             event(json!({"type": "message_start", "message": assistant})),
-            event(
-                json!({"type": "message_update", "message": assistant,
-                "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": "x"}}),
-            ),
+            event(json!({"type": "message_update", "message": assistant,
+                "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": "x"}})),
         ],
         // Tool results without their role.
         vec![event(
@@ -45,13 +43,19 @@ fn the_checker_rejects_what_the_client_rejects() {
         vec![json!({"type": "response", "command": "x", "success": false, "error": {"code": "c"}})],
         vec![json!({"type": "response", "command": "x", "success": true, "data": [1]})],
         // A float timeout in a UI request.
-        vec![json!({"type": "extension_ui_request", "id": "u", "method": "select", "timeout": 1.5})],
+        vec![
+            json!({"type": "extension_ui_request", "id": "u", "method": "select", "timeout": 1.5}),
+        ],
         // A model without its base URL.
-        vec![json!({"type": "response", "command": "set_model", "success": true,
-            "data": {"id": "m", "name": "m", "api": "a", "provider": "p"}})],
+        vec![
+            json!({"type": "response", "command": "set_model", "success": true,
+            "data": {"id": "m", "name": "m", "api": "a", "provider": "p"}}),
+        ],
         // Todo notes as a list.
-        vec![json!({"type": "response", "command": "set_todos", "success": true,
-            "data": {"todoPhases": [{"name": "p", "tasks": [{"content": "c", "notes": ["n"]}]}]}})],
+        vec![
+            json!({"type": "response", "command": "set_todos", "success": true,
+            "data": {"todoPhases": [{"name": "p", "tasks": [{"content": "c", "notes": ["n"]}]}]}}),
+        ],
         // A message_end nobody started.
         vec![event(json!({"type": "message_end", "message": assistant}))],
         // Log text on stdout.
@@ -67,8 +71,10 @@ fn the_checker_rejects_what_the_client_rejects() {
             "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": "x",
                 "partial": assistant}})),
         event(json!({"type": "message_end", "message": assistant})),
-        event(json!({"type": "agent_end", "messages": [assistant], "stopReason": "completed",
-            "outcome": "aborted"})),
+        event(
+            json!({"type": "agent_end", "messages": [assistant], "stopReason": "completed",
+            "outcome": "aborted"}),
+        ),
     ];
     assert_eq!(violations(&good), Vec::<String>::new());
 }
@@ -82,7 +88,11 @@ fn one_run(g: &mut Gjc, command: Value) -> Vec<Value> {
 }
 
 fn last_agent_end(events: &[Value]) -> &Value {
-    events.iter().rev().find(|e| e["type"] == "agent_end").unwrap()
+    events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "agent_end")
+        .unwrap()
 }
 
 #[test]
@@ -142,7 +152,10 @@ fn abort_mid_stream_and_abort_and_prompt_each_end_their_run_once() {
     assert_eq!(last_agent_end(&events)["outcome"], "aborted");
     g.ok(json!({"type": "prompt", "message": "two"}));
     g.event("message_update");
-    let events = one_run(&mut g, json!({"type": "abort_and_prompt", "message": "three"}));
+    let events = one_run(
+        &mut g,
+        json!({"type": "abort_and_prompt", "message": "three"}),
+    );
     assert_eq!(last_agent_end(&events)["outcome"], "aborted");
     let events = g.run_events();
     assert_eq!(last_agent_end(&events)["outcome"], "completed");
@@ -177,8 +190,14 @@ fn session_commands_answer_in_the_client_shapes() {
     let exported = g.ok(json!({"type": "export_html"}));
     assert!(exported["path"].as_str().unwrap().ends_with(".html"));
     let branches = g.ok(json!({"type": "get_branch_messages"}));
-    let entry = branches["messages"][0]["entryId"].as_str().unwrap().to_string();
-    assert_eq!(g.ok(json!({"type": "new_session"})), json!({"cancelled": false}));
+    let entry = branches["messages"][0]["entryId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        g.ok(json!({"type": "new_session"})),
+        json!({"cancelled": false})
+    );
     g.ok(json!({"type": "switch_session", "sessionPath": file}));
     let branched = g.ok(json!({"type": "branch", "entryId": entry}));
     assert_eq!(branched["text"], "hello");
@@ -215,5 +234,9 @@ fn the_registry_lists_a_running_gjc_until_it_exits() {
         .join(format!("{}.json", second.as_str().unwrap()))
         .exists());
     assert!(g.close_and_wait().is_some());
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "removed at exit");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "removed at exit"
+    );
 }

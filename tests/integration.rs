@@ -14,6 +14,8 @@ mod docs;
 mod faults;
 /// Framing, bad input, lifecycle and the command line.
 mod framing;
+/// The session file under stress, context usage after compaction, command-line mistakes.
+mod hardening_store;
 /// File tools under hostile input: special files, endless lines, stray schemes, symlinks.
 mod hardening_tools;
 /// Host tools, host URIs, extension UI and the ask tool.

@@ -90,7 +90,10 @@ fn sigkill_mid_run_then_reopen() {
         .unwrap();
     let mut h = gjc().spawn();
     let d = h.ok(json!({"type": "switch_session", "sessionPath": path}));
-    assert_eq!(d, json!({"cancelled": false}));
+    assert_eq!(
+        d,
+        json!({"cancelled": false, "repaired": {"droppedBytes": 28}})
+    );
     let texts: Vec<String> = h
         .messages()
         .iter()

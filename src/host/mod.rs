@@ -270,8 +270,11 @@ impl HostActor {
     /// At shutdown: every pending callback is cancelled towards the host (so it stops working
     /// on it) and rejected towards its waiter.
     fn reject_all(&mut self, reason: &str) {
-        let pending: Vec<(String, CallKind)> =
-            self.pending.iter().map(|(id, p)| (id.clone(), p.kind)).collect();
+        let pending: Vec<(String, CallKind)> = self
+            .pending
+            .iter()
+            .map(|(id, p)| (id.clone(), p.kind))
+            .collect();
         for (id, kind) in pending {
             let what = match kind {
                 CallKind::Tool => "host tool execution",

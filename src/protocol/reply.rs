@@ -178,6 +178,19 @@ pub struct CompactionResult {
 #[derive(Debug, Serialize)]
 pub struct Cancelled {
     pub cancelled: bool,
+    /// What opening the file repaired (a torn last line cut off), when anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repaired: Option<Repaired>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Repaired {
+    /// Bytes of a torn last line that were cut off.
+    pub dropped_bytes: u64,
+    /// A newline was added after a last line that was complete but lacked one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub added_newline: bool,
 }
 
 /// `branch`.

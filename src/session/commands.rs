@@ -276,7 +276,10 @@ impl SessionLoop {
         };
         self.reset(id, store, Default::default(), None);
         self.registry_update();
-        data(&reply::Cancelled { cancelled: false })
+        data(&reply::Cancelled {
+            cancelled: false,
+            repaired: None,
+        })
     }
 
     /// Replaces the session: id, file, context and name; queues, todos and usage start over.
@@ -316,10 +319,18 @@ impl SessionLoop {
         if let Some(level) = loaded.thinking.as_deref() {
             self.state.thinking = catalog::clamp_thinking(level, self.state.model.as_ref());
         }
+        let repaired = store.repaired();
         self.reset(id, store, loaded.context, name);
+        self.emit_store_notices();
         crate::memory::release_free_pages();
         self.registry_update();
-        data(&reply::Cancelled { cancelled: false })
+        data(&reply::Cancelled {
+            cancelled: false,
+            repaired: repaired.map(|r| reply::Repaired {
+                dropped_bytes: r.dropped_bytes,
+                added_newline: r.added_newline,
+            }),
+        })
     }
 
     fn branch(&mut self, entry_id: &str) -> Reply {

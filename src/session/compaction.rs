@@ -305,6 +305,7 @@ impl SessionLoop {
             .store
             .append("compaction", entry)
             .map_err(|e| format!("Cannot save the compaction: {e}"))?;
+        self.emit_store_notices();
         let (messages, ids) = self.state.messages.parts_mut()?;
         let kept: Vec<AgentMessage> = messages.drain(cut..).collect();
         let kept_ids: Vec<Option<super::store::EntryId>> =
@@ -312,7 +313,12 @@ impl SessionLoop {
         let summary_message = CompactionSummaryMessage {
             summary: summary.to_string(),
             tokens_before,
-            timestamp: crate::ids::now_ms(),
+            // The entry's time: reported usage from before it no longer describes the context.
+            timestamp: self
+                .state
+                .store
+                .compacted_at()
+                .unwrap_or_else(crate::ids::now_ms),
         };
         self.state.messages = super::context::Context::from_messages(
             std::iter::once(AgentMessage::CompactionSummary(summary_message))

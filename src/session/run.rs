@@ -132,10 +132,9 @@ impl SessionLoop {
     }
 
     /// Writes a message to the session file, then keeps it in the context and the run. A failed
-    /// write is reported once (a `notice` event and `get_state.sessionSaveError`); the run goes on
-    /// in memory and does not claim the message was saved.
+    /// write is reported once (a `notice` event and `get_state.sessionSaveError`), and so is the
+    /// first write that succeeds again; meanwhile the run goes on in memory.
     pub fn record(&mut self, message: AgentMessage) {
-        let first_error = self.state.store.error.is_none();
         if self.state.store.is_persistent()
             && !self.state.store.is_on_disk()
             && self.state.store.ensure_on_disk().is_ok()
@@ -143,21 +142,23 @@ impl SessionLoop {
             self.write_selection();
         }
         let entry_id = self.state.store.append_message(&message);
-        if let Err(e) = &entry_id {
-            log::error!("{e}");
-            if first_error {
-                let message = format!("The session is not being saved: {e}");
-                self.emit(AgentEvent::Notice {
-                    level: "error",
-                    message,
-                    source: Some("session"),
-                });
-            }
-        }
+        self.emit_store_notices();
         if let Some(run) = &mut self.run {
             run.produced.push(message.clone());
         }
         self.state.messages.push(message, entry_id.ok());
+    }
+
+    /// Tells the host what the session store noted: saving stopped or resumed, a file repaired.
+    pub fn emit_store_notices(&mut self) {
+        for n in self.state.store.take_notices() {
+            let (level, message) = (n.level, n.message);
+            self.emit(AgentEvent::Notice {
+                level,
+                message,
+                source: Some("session"),
+            });
+        }
     }
 
     /// Records the model and thinking level, so a reopened session starts with them.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::queue::Queues;
 use super::retry::RetryPolicy;
 use super::todos::TodoPhase;
-use crate::protocol::message::{AgentMessage, Content, StopReason, Usage};
+use crate::protocol::message::{AgentMessage, AssistantMessage, Content, StopReason, Usage};
 use crate::protocol::reply::{ContextUsage, SessionState, SessionStats, TokenTotals, ToolInfo};
 use crate::provider::catalog::{Catalog, Model};
 use crate::provider::scripted::Script;
@@ -98,21 +98,22 @@ impl Session {
         }
     }
 
-    /// Context tokens: the last successful assistant usage, plus an estimate (four characters a
-    /// token) for the messages after it.
+    /// What the next request will carry, in tokens: the usage the provider reported for the last
+    /// successful reply (`source: "provider_anchor"`) plus an estimate of four characters a token
+    /// for the messages after it; with no such reply, an estimate of the whole context and system
+    /// prompt (`"heuristic"`). A reply from before the last compaction counted messages the
+    /// context no longer holds, so it is estimated like any other message, not trusted.
     pub fn context_usage(&self) -> Option<ContextUsage> {
         let window = self.model.as_ref()?.context_window;
         if window == 0 {
             return None;
         }
-        // Newest first until the last successful reply, whose usage counts everything before it.
-        let (mut base, mut rest) = (None, 0u64);
+        let compacted_at = self.store.compacted_at();
+        // Newest first until the last trusted reply, whose usage counts everything before it.
+        let (mut anchor, mut rest) = (None, 0u64);
         self.messages.scan_back(|m| match m {
-            AgentMessage::Assistant(a)
-                if !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted)
-                    && a.usage.total_tokens > 0 =>
-            {
-                base = Some(a.usage.total_tokens);
+            AgentMessage::Assistant(a) if is_usage_anchor(a, compacted_at) => {
+                anchor = Some(a.usage.total_tokens);
                 false
             }
             _ => {
@@ -120,19 +121,17 @@ impl Session {
                 true
             }
         });
-        let base_known = base.is_some();
-        let base = base.unwrap_or((self.system_prompt.len() / 4) as u64);
+        let (base, source) = match anchor {
+            Some(tokens) => (tokens, "provider_anchor"),
+            None => ((self.system_prompt.len() / 4) as u64, "heuristic"),
+        };
         let tokens = base + rest;
         let percent = tokens as f64 / window as f64 * 100.0;
         Some(ContextUsage {
             tokens: Some(tokens),
             context_window: window,
             percent: Some((percent * 100.0).round() / 100.0),
-            source: if base_known {
-                "provider_anchor"
-            } else {
-                "heuristic"
-            },
+            source,
         })
     }
 
@@ -187,6 +186,14 @@ impl Session {
         });
         found
     }
+}
+
+/// Whether a reply's reported usage measures the current context: it succeeded, has a usage,
+/// and was requested after the last compaction (if any).
+fn is_usage_anchor(a: &AssistantMessage, compacted_at: Option<u64>) -> bool {
+    !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted)
+        && a.usage.total_tokens > 0
+        && compacted_at.is_none_or(|at| a.timestamp >= at)
 }
 
 pub fn estimate_tokens(m: &AgentMessage) -> u64 {
