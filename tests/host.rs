@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{gjc, Gjc, TIMEOUT};
+use crate::support::{gjc, types, Gjc, TIMEOUT};
 
 fn echo_tool() -> Value {
     json!({"name": "echo_host", "label": "Echo Host", "description": "Echo a value from the host",
@@ -321,6 +321,13 @@ fn retry_sets_a_status_for_the_host() {
         .as_str()
         .unwrap()
         .starts_with("Retrying (attempt 1 of 3)"));
+    // Once the retry has succeeded, the status is cleared: the same key without a text.
+    let cleared = frame(&mut g, "extension_ui_request");
+    assert_eq!(cleared["method"], "setStatus");
+    assert_eq!(cleared["statusKey"], "gjc.retry");
+    assert!(cleared.get("statusText").is_none(), "{cleared}");
+    let events = g.run_events();
+    assert_eq!(types(&events).last().unwrap(), "agent_end");
 }
 
 #[test]

@@ -12,6 +12,9 @@ use crate::protocol::message::{
     AgentMessage, AssistantMessage, CompactionSummaryMessage, Content, UserMessage,
 };
 use crate::protocol::reply::CompactionResult;
+
+/// The status line shown while a summary is written; cleared when it ends either way.
+const COMPACTION_STATUS: &str = "gjc.compaction";
 use crate::protocol::{AgentEvent, Response};
 use crate::provider::{self, ProviderEvent, ProviderMsg, ProviderRequest, StreamHandle};
 
@@ -192,11 +195,10 @@ impl SessionLoop {
                 run.phase = Phase::Compacting;
             }
         }
-        let status = crate::host::ui::notice(
-            "setStatus",
-            json!({"statusKey": "gjc.compaction", "statusText": "Compacting the conversation"}),
+        self.set_status(
+            COMPACTION_STATUS,
+            Some("Compacting the conversation".into()),
         );
-        self.send(crate::protocol::Outbound::Frame(status));
         let stream = self.next_generation();
         let handle = provider::start_stream(request, stream, self.provider_tx());
         let partial = AssistantMessage::empty(model.api.as_str(), &model.provider, &model.id);
@@ -240,6 +242,7 @@ impl SessionLoop {
         let Some(c) = self.compaction.take() else {
             return;
         };
+        self.set_status(COMPACTION_STATUS, None);
         let result =
             outcome.and_then(|summary| self.apply_compaction(&summary, c.cut, c.tokens_before));
         let (kind, message) = match &result {
@@ -339,6 +342,7 @@ impl SessionLoop {
         let Some(c) = self.compaction.take() else {
             return;
         };
+        self.set_status(COMPACTION_STATUS, None);
         c.handle.abort();
         match c.origin {
             Origin::Manual(id) => {

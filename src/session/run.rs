@@ -86,6 +86,9 @@ impl Told {
     }
 }
 
+/// The status line shown while a retry waits; cleared when the retry ends either way.
+const RETRY_STATUS: &str = "gjc.retry";
+
 const ABORTED: &str = "Tool execution was aborted";
 
 impl SessionLoop {
@@ -331,10 +334,7 @@ impl SessionLoop {
                 policy.max_attempts,
                 delay.as_secs_f64()
             );
-            self.send(crate::protocol::Outbound::Frame(crate::host::ui::notice(
-                "setStatus",
-                serde_json::json!({"statusKey": "gjc.retry", "statusText": status}),
-            )));
+            self.set_status(RETRY_STATUS, Some(status));
             if let Some(run) = &mut self.run {
                 run.retry_attempt = attempt;
                 run.phase = Phase::RetryWait {
@@ -352,6 +352,7 @@ impl SessionLoop {
                 attempt,
                 final_error,
             });
+            self.set_status(RETRY_STATUS, None);
             if let Some(run) = &mut self.run {
                 run.retry_attempt = 0;
             }
@@ -417,6 +418,7 @@ impl SessionLoop {
                     attempt,
                     final_error: None,
                 });
+                self.set_status(RETRY_STATUS, None);
             }
         }
         let calls: VecDeque<ToolCall> = message.tool_calls().cloned().collect();
@@ -543,6 +545,7 @@ impl SessionLoop {
                     attempt,
                     final_error: Some("Retry cancelled".into()),
                 });
+                self.set_status(RETRY_STATUS, None);
                 if let Some(run) = &mut self.run {
                     run.retry_attempt = 0;
                 }
@@ -577,6 +580,7 @@ impl SessionLoop {
             attempt,
             final_error: Some("Retry cancelled".into()),
         });
+        self.set_status(RETRY_STATUS, None);
         self.finish_assistant(failed, told);
     }
 
