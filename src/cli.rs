@@ -7,7 +7,8 @@ use clap::Parser;
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "gjc",
-    version,
+    // Keep the protocol version here in step with `protocol::PROTOCOL_VERSION` (a unit test checks).
+    version = concat!(env!("CARGO_PKG_VERSION"), " (protocol 2)"),
     about = "A coding agent driven over newline-delimited JSON on stdio",
     long_about = "gjc runs as a subprocess of an editor, IDE plugin, orchestrator or CI script. With --mode rpc it \
 reads one JSON command per line on stdin and writes responses and events, one JSON object per line, on stdout. \
@@ -230,5 +231,17 @@ mod tests {
         assert!(parse(&["--script", "/nonexistent/script.json"])
             .unwrap_err()
             .starts_with("--script: cannot read script"));
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn version_names_the_protocol_version() {
+        let version = super::Args::command().render_version();
+        let expected = format!("(protocol {})", crate::protocol::PROTOCOL_VERSION);
+        assert!(version.contains(&expected), "{version}");
     }
 }
