@@ -3,7 +3,11 @@
 //!   a plain client reads the same stream from the fake server; stdout bytes per delta;
 //! - prompt → the model request reaching the fake server;
 //! - abort sent while the server is stalled → `agent_end`;
-//! - per-turn overhead of a 20-step tool loop against an instant fake model.
+//! - per-turn overhead of a 20-step tool loop against an instant fake model;
+//! - a 1,000-delta turn of about 8 kB of text in the default (reference-shape) frames and in
+//!   compact frames: stdout bytes, frames per second and wall time, beside a plain client reading
+//!   the same stream, and beside another gjc binary (`GJC_BASELINE_BIN`, e.g. a previous release)
+//!   when one is given.
 //!
 //! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/bench_stream`
 
@@ -134,6 +138,84 @@ fn default_mode_bytes(n: usize) {
     println!("  default mode, {n} deltas ({text_chars} characters): {:.1} MB of text_delta frames, {:.0} bytes per delta (the snapshot grows with the message)", bytes as f64 / 1e6, bytes as f64 / n as f64);
 }
 
+/// One turn of `n` deltas: (stdout bytes of the run, frames of the run, wall ms prompt → agent_end).
+fn one_turn(
+    bin: &std::path::Path,
+    fake: &FakeProvider,
+    body: &str,
+    compact: bool,
+) -> (usize, usize, f64) {
+    let home = tempfile::tempdir().unwrap();
+    let model = json!([{"id": "m", "contextWindow": 1000000, "maxTokens": 4096}]);
+    let models = json!({"providers": {"fake": {"baseUrl": format!("{}/v1", fake.base_url), "api": "openai-completions", "apiKey": "k", "models": model}}});
+    std::fs::write(home.path().join("models.json"), models.to_string()).unwrap();
+    let mut builder = RpcClient::builder(bin)
+        .env("GJC_CODING_AGENT_DIR", home.path())
+        .current_dir(home.path())
+        .args(["--provider", "fake", "--model", "m", "--no-session"]);
+    if compact {
+        builder = builder.arg("--compact-updates");
+    }
+    let mut c = builder.spawn().unwrap();
+    c.recv(WAIT).unwrap();
+    fake.push(Reply::sse(body.to_string()));
+    let started = Instant::now();
+    c.send(&json!({"id": "p", "type": "prompt", "message": "go"}))
+        .unwrap();
+    let (mut bytes, mut frames) = (0usize, 0usize);
+    loop {
+        let f = c.recv(WAIT).unwrap();
+        bytes += f.line.len() + 1;
+        frames += 1;
+        if f.value["payload"]["event_type"] == "agent_end" {
+            break;
+        }
+    }
+    (bytes, frames, ms(started.elapsed()))
+}
+
+/// The 1,000-delta turn (~8 kB of text), default and compact frames, medians of 9 runs.
+fn reference_turn(n: usize) {
+    let fake = FakeProvider::start();
+    let mut events: Vec<Value> = (0..n)
+        .map(|i| json!({"choices":[{"index":0,"delta":{"content":format!("word{:03} ", i % 1000)}}]}))
+        .collect();
+    events.push(json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}));
+    let mut body = sse_events(&events, false);
+    body.push_str("data: [DONE]\n\n");
+    let text_bytes = n * 8;
+    let mut raw: Vec<f64> = (0..9)
+        .map(|_| 1000.0 * n as f64 / raw_rate(&fake, &body, n))
+        .collect();
+    println!(
+        "{n}-delta turn ({text_bytes} bytes of text); plain client reading the same stream: median {:.2} ms",
+        median(&mut raw)
+    );
+    let mut bins = vec![("gjc", gjc_bin())];
+    if let Some(base) = std::env::var_os("GJC_BASELINE_BIN") {
+        bins.push(("baseline", std::path::PathBuf::from(base)));
+    }
+    for compact in [false, true] {
+        for (name, bin) in &bins {
+            let runs: Vec<(usize, usize, f64)> = (0..9)
+                .map(|_| one_turn(bin, &fake, &body, compact))
+                .collect();
+            let mut bytes: Vec<f64> = runs.iter().map(|r| r.0 as f64).collect();
+            let mut frames: Vec<f64> = runs.iter().map(|r| r.1 as f64).collect();
+            let mut wall: Vec<f64> = runs.iter().map(|r| r.2).collect();
+            let mut rate: Vec<f64> = runs.iter().map(|r| r.1 as f64 / (r.2 / 1000.0)).collect();
+            println!(
+                "  {:7} {name:8}: stdout {:.2} MB, {:.0} frames, {:.0} frames/s, wall {:.2} ms (medians)",
+                if compact { "compact" } else { "default" },
+                median(&mut bytes) / 1e6,
+                median(&mut frames),
+                median(&mut rate),
+                median(&mut wall),
+            );
+        }
+    }
+}
+
 fn prompt_to_request() {
     let fake = FakeProvider::start();
     let (mut c, _home) = spawn(&fake, &[]);
@@ -256,6 +338,7 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000);
+    reference_turn(1_000);
     throughput(n);
     default_mode_bytes(2_000);
     prompt_to_request();
