@@ -10,6 +10,10 @@ mod docs;
 mod faults;
 /// Framing, bad input, lifecycle and the command line.
 mod framing;
+/// A standing corpus of random, mutated and pathological lines.
+mod fuzz;
+/// Hostile input volumes: long lines, floods without reading, EOF behind a full queue.
+mod hardening_input;
 /// Host tools, host URIs, extension UI and the ask tool.
 mod host;
 /// Prompts, tool loops, steering and follow-ups.
