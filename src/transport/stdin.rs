@@ -377,11 +377,7 @@ mod tests {
         get_states(&mut input, queued, 0);
         input.extend_from_slice(b"{\"id\":\"ab\",\"type\":\"abort\"}\n");
         let lanes = read_all(input);
-        assert!(
-            lanes.control.recv_timeout(QUIET).is_err(),
-            "reader must wait"
-        );
-        assert_eq!(lanes.commands.len(), COMMAND_QUEUE);
+        assert_held_at(&lanes, COMMAND_QUEUE);
         // One slot freed is enough for the reader to move on and find the abort.
         assert_eq!(id_of(lanes.commands.recv().unwrap()), "g0");
         expect_abort(&lanes.control, WAIT);
@@ -408,16 +404,26 @@ mod tests {
         get_states(&mut input, queued, mib);
         input.extend_from_slice(b"{\"id\":\"ab\",\"type\":\"abort\"}\n");
         let lanes = read_all(input);
+        assert_held_at(&lanes, in_lane);
+        drain_in_order_then_abort(&lanes, queued);
+    }
+
+    /// Waits for the lane to fill to `n`, then checks it stays there and the reader reads no
+    /// further (the abort behind the queued lines does not arrive).
+    fn assert_held_at(lanes: &Lanes, n: usize) {
+        let deadline = std::time::Instant::now() + WAIT;
+        while lanes.commands.len() < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the lane never filled"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert!(
             lanes.control.recv_timeout(QUIET).is_err(),
             "reader must wait"
         );
-        assert_eq!(
-            lanes.commands.len(),
-            in_lane,
-            "the lane is bounded by bytes"
-        );
-        drain_in_order_then_abort(&lanes, queued);
+        assert_eq!(lanes.commands.len(), n, "the lane is bounded");
     }
 
     fn drain_in_order_then_abort(lanes: &Lanes, queued: usize) {
