@@ -109,8 +109,8 @@ pub fn run(args: Args, parent: Parent) -> i32 {
 
 fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32 {
     let (out_tx, out_rx, out_drained) = crate::output::lane();
-    let (control_tx, control_rx) = unbounded();
-    let (command_tx, command_rx) = unbounded();
+    let (control_tx, control_rx) = bounded(stdin::CONTROL_QUEUE);
+    let (command_tx, command_rx) = bounded(stdin::COMMAND_QUEUE);
 
     // 0. Signal handlers and the parent-death signal come first: a host may act as soon as it
     // sees `ready`. The handlers must exist before the parent-death signal is armed, or that

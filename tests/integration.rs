@@ -14,6 +14,10 @@ mod docs;
 mod faults;
 /// Framing, bad input, lifecycle and the command line.
 mod framing;
+/// A standing corpus of random, mutated and pathological lines.
+mod fuzz;
+/// Hostile input volumes: long lines, floods without reading, EOF behind a full queue.
+mod hardening_input;
 /// The session file under stress, context usage after compaction, command-line mistakes.
 mod hardening_store;
 /// File tools under hostile input: special files, endless lines, stray schemes, symlinks.

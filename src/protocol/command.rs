@@ -1,7 +1,7 @@
 //! Every inbound command of the seed, typed. The `commands!` table below is the single list of
 //! command names: it generates the `Command` enum, its decoder and `Command::NAMES`.
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::message::ImageContent;
@@ -25,10 +25,14 @@ macro_rules! commands {
                 }
             }
 
-            /// Decodes the fields of a command whose `type` is `name`. `None` for an unknown type.
-            pub fn decode(name: &str, value: Value) -> Option<Result<Command, String>> {
+            /// Decodes the fields of a command whose `type` is `name` from any deserializer (a
+            /// `Value`, or the line's fields borrowed in place). `None` for an unknown type.
+            pub fn decode<'de, D: Deserializer<'de>>(
+                name: &str,
+                fields: D,
+            ) -> Option<Result<Command, String>> {
                 match name {
-                    $($name => Some(decode_params::<$params>(value).map(Command::$variant)),)*
+                    $($name => Some(decode_params::<$params, D>(fields).map(Command::$variant)),)*
                     _ => None,
                 }
             }
@@ -36,8 +40,8 @@ macro_rules! commands {
     };
 }
 
-fn decode_params<T: for<'de> Deserialize<'de>>(value: Value) -> Result<T, String> {
-    serde_path_to_error::deserialize(value).map_err(|err| {
+fn decode_params<'de, T: Deserialize<'de>, D: Deserializer<'de>>(fields: D) -> Result<T, String> {
+    serde_path_to_error::deserialize(fields).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
         if path == "." || path.is_empty() {

@@ -1,7 +1,7 @@
 //! Inbound replies to callbacks the agent made: host tool updates and results, host URI results and
 //! extension UI responses. They produce no response frame; `gjc-host` routes them by `id`.
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::message::ToolOutput;
@@ -23,12 +23,16 @@ impl HostReply {
         "host_uri_result",
     ];
 
-    pub fn decode(name: &str, value: Value) -> Option<Result<HostReply, String>> {
+    /// Decodes a reply whose `type` is `name` from any deserializer. `None` for another type.
+    pub fn decode<'de, D: Deserializer<'de>>(
+        name: &str,
+        fields: D,
+    ) -> Option<Result<HostReply, String>> {
         let decoded = match name {
-            "extension_ui_response" => decode(value).map(HostReply::UiResponse),
-            "host_tool_update" => decode(value).map(HostReply::ToolUpdate),
-            "host_tool_result" => decode(value).map(HostReply::ToolResult),
-            "host_uri_result" => decode(value).map(HostReply::UriResult),
+            "extension_ui_response" => decode(fields).map(HostReply::UiResponse),
+            "host_tool_update" => decode(fields).map(HostReply::ToolUpdate),
+            "host_tool_result" => decode(fields).map(HostReply::ToolResult),
+            "host_uri_result" => decode(fields).map(HostReply::UriResult),
             _ => return None,
         };
         Some(decoded)
@@ -44,8 +48,8 @@ impl HostReply {
     }
 }
 
-fn decode<T: for<'de> Deserialize<'de>>(value: Value) -> Result<T, String> {
-    serde_path_to_error::deserialize(value).map_err(|err| {
+fn decode<'de, T: Deserialize<'de>, D: Deserializer<'de>>(fields: D) -> Result<T, String> {
+    serde_path_to_error::deserialize(fields).map_err(|err| {
         let path = err.path().to_string();
         format!("{path}: {}", err.into_inner())
     })

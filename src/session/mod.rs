@@ -47,6 +47,9 @@ pub enum ControlFrame {
     },
     /// A signal, parent death or a closed stdout: shut down as at stdin EOF.
     Shutdown(&'static str),
+    /// Stdin reached EOF. Sent at once, even while commands are queued: every command read
+    /// before it is still answered, then the session shuts down.
+    InputClosed,
 }
 
 /// The ordered command lane.
@@ -150,6 +153,20 @@ impl SessionLoop {
                 }
                 Event::Control(ControlFrame::Shutdown(why)) => {
                     log::info!("shutting down: {why}");
+                    break;
+                }
+                Event::Control(ControlFrame::InputClosed) => {
+                    // The command lane disconnects once the reader's last command is in it.
+                    while !self.closing {
+                        match self.ch.commands.recv() {
+                            Ok(CommandFrame::Command { id, command }) => {
+                                self.handle_command(id, command)
+                            }
+                            Ok(CommandFrame::Invalid(response)) => self.respond(response),
+                            Err(_) => break,
+                        }
+                    }
+                    log::info!("stdin closed; shutting down");
                     break;
                 }
                 Event::Command(CommandFrame::Command { id, command }) => {

@@ -1,46 +1,98 @@
 //! The `gjc-stdin` thread: reads stdin line by line with a size cap, decodes each line and routes
 //! it. Cancellations go to the control lane, host replies to `gjc-host`, everything else (including
 //! ready-made error responses, so they keep their place in the order) to the command lane.
-//! At EOF it drops its senders; the session sees the command lane disconnect after draining it.
+//!
+//! The command lane is bounded (`COMMAND_QUEUE` frames, `COMMAND_QUEUE_BYTES`). When it is full
+//! the reader keeps reading into a small lookahead (`LOOKAHEAD_LINES`, `LOOKAHEAD_BYTES`), so a
+//! cancellation or host reply written behind a flood of commands is still routed at once and EOF
+//! is still noticed; only when the lookahead is full too does the reader stop reading, which
+//! leaves the host's writes blocked (backpressure). The `gjc-stdin-queue` thread moves frames from
+//! the lookahead into the lane as the session makes room; it cannot be the reader, whose read may
+//! block while frames wait. At EOF the reader sends `ControlFrame::InputClosed` and drops its
+//! senders; the lane disconnects once its last command is forwarded.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, ErrorKind, Read};
+use std::time::Duration;
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use crate::host::HostRequest;
 use crate::protocol::{decode_line, Inbound, Response, MAX_LINE_BYTES};
 use crate::session::{CommandFrame, ControlFrame};
 
+/// Frames the command lane holds before the reader falls back to its lookahead.
+pub const COMMAND_QUEUE: usize = 1024;
+/// Frames the control lane holds. Every cancellation is answered, so a host that sends them
+/// without reading stdout would otherwise grow the lane; past this the reader waits.
+pub const CONTROL_QUEUE: usize = 64;
+/// Bytes (of the lines they came from) the command lane holds; one frame is let in regardless.
+const COMMAND_QUEUE_BYTES: usize = 32 * 1024 * 1024;
+/// Lines read ahead while the lane is full, and their bytes; one line is let in regardless.
+const LOOKAHEAD_LINES: usize = 64;
+const LOOKAHEAD_BYTES: usize = 4 * 1024 * 1024;
+/// A line buffer grown past this by one long line is given back after it.
+const KEEP_LINE_CAPACITY: usize = 1024 * 1024;
+/// What the line buffer shrinks back to.
+const LINE_CAPACITY: usize = 64 * 1024;
+/// What a frame is weighed at beyond its line: the decoded value and the queue slot.
+const FRAME_OVERHEAD: usize = 128;
+
 pub struct StdinRoutes {
     pub control: Sender<ControlFrame>,
+    /// The command lane; give it `COMMAND_QUEUE` slots (`crossbeam_channel::bounded`).
     pub commands: Sender<CommandFrame>,
     pub host: Sender<HostRequest>,
 }
 
-/// Reads until EOF (or a read error, which is treated the same).
+/// Reads until EOF (or a read error, which is treated the same), then reports `InputClosed`.
 pub fn run(input: impl Read, routes: StdinRoutes, max_line: usize) {
+    let StdinRoutes {
+        control,
+        commands,
+        host,
+    } = routes;
+    let Some(mut lookahead) = Lookahead::start(commands) else {
+        return;
+    };
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, input);
-    let mut line = Vec::new();
+    let mut line = Vec::with_capacity(LINE_CAPACITY);
     loop {
-        match read_line(&mut reader, &mut line, max_line) {
+        let inbound = match read_line(&mut reader, &mut line, max_line) {
             Ok(LineRead::Eof) => break,
-            Ok(LineRead::Line) => route(decode_line(&line), &routes),
-            Ok(LineRead::TooLong(len)) => {
-                let msg = format!(
+            Ok(LineRead::Line) => decode_line(&line),
+            Ok(LineRead::TooLong(len)) => Some(Inbound::Invalid(Response::err(
+                None,
+                "parse",
+                format!(
                     "Failed to parse command: line of {len} bytes exceeds the {max_line}-byte limit"
-                );
-                route(
-                    Some(Inbound::Invalid(Response::err(None, "parse", msg))),
-                    &routes,
-                );
-            }
+                ),
+            ))),
             Err(e) => {
                 log::warn!("stdin read failed: {e}");
                 break;
             }
+        };
+        let weight = line.len() + FRAME_OVERHEAD;
+        give_back_if_grown(&mut line);
+        // Send failures mean the receiving thread has gone (shutdown); nothing is left to do.
+        let Some(inbound) = inbound else { continue };
+        match inbound {
+            Inbound::Command { id, command } if command.is_control() => {
+                let _ = control.send(ControlFrame::Command { id, command });
+            }
+            Inbound::Command { id, command } => {
+                lookahead.push(CommandFrame::Command { id, command }, weight)
+            }
+            Inbound::HostReply(reply) => {
+                let _ = host.send(HostRequest::Reply(reply));
+            }
+            Inbound::Invalid(response) => lookahead.push(CommandFrame::Invalid(response), weight),
         }
     }
+    drop(lookahead);
     log::debug!("stdin closed");
+    let _ = control.send(ControlFrame::InputClosed);
 }
 
 /// The line cap: `GJC_MAX_LINE_BYTES` when set, else 64 MiB.
@@ -52,21 +104,106 @@ pub fn default_max_line() -> usize {
         .unwrap_or(MAX_LINE_BYTES)
 }
 
-fn route(inbound: Option<Inbound>, routes: &StdinRoutes) {
-    let Some(inbound) = inbound else { return };
-    // Send failures mean the receiving thread has gone (shutdown); nothing is left to do.
-    match inbound {
-        Inbound::Command { id, command } if command.is_control() => {
-            let _ = routes.control.send(ControlFrame::Command { id, command });
+/// A buffer keeps its largest size; after a long line that would leave megabytes resident for
+/// good, so the buffer is replaced and the freed pages returned to the system.
+fn give_back_if_grown(line: &mut Vec<u8>) {
+    if line.capacity() > KEEP_LINE_CAPACITY {
+        *line = Vec::with_capacity(LINE_CAPACITY);
+        crate::memory::release_free_pages();
+    }
+}
+
+/// The reader's end of the lookahead: frames go to `gjc-stdin-queue`, which reports each one's
+/// weight back once it is in the lane, so the reader knows how many bytes are still ahead.
+struct Lookahead {
+    frames: Sender<(CommandFrame, usize)>,
+    forwarded: Receiver<usize>,
+    bytes: usize,
+}
+
+impl Lookahead {
+    fn start(lane: Sender<CommandFrame>) -> Option<Lookahead> {
+        let (frames, ahead) = bounded(LOOKAHEAD_LINES);
+        // At most one report per frame handed over, and they are collected at every push.
+        let (report, forwarded) = unbounded();
+        let spawned = std::thread::Builder::new()
+            .name("gjc-stdin-queue".into())
+            .spawn(move || forward(ahead, lane, report));
+        if let Err(e) = spawned {
+            log::error!("cannot start thread gjc-stdin-queue: {e}");
+            return None;
         }
-        Inbound::Command { id, command } => {
-            let _ = routes.commands.send(CommandFrame::Command { id, command });
+        Some(Lookahead {
+            frames,
+            forwarded,
+            bytes: 0,
+        })
+    }
+
+    /// Queues a frame, waiting while the lookahead is full (by lines or bytes).
+    fn push(&mut self, frame: CommandFrame, weight: usize) {
+        self.bytes -= self.forwarded.try_iter().sum::<usize>();
+        while self.bytes > 0 && self.bytes + weight > LOOKAHEAD_BYTES {
+            match self.forwarded.recv() {
+                Ok(w) => self.bytes -= w,
+                Err(_) => return,
+            }
         }
-        Inbound::HostReply(reply) => {
-            let _ = routes.host.send(HostRequest::Reply(reply));
+        if self.frames.send((frame, weight)).is_ok() {
+            self.bytes += weight;
         }
-        Inbound::Invalid(response) => {
-            let _ = routes.commands.send(CommandFrame::Invalid(response));
+    }
+}
+
+/// The `gjc-stdin-queue` loop: moves frames from the lookahead into the command lane, in order.
+fn forward(
+    ahead: Receiver<(CommandFrame, usize)>,
+    lane: Sender<CommandFrame>,
+    report: Sender<usize>,
+) {
+    let mut lane_bytes = LaneBytes::default();
+    for (frame, weight) in ahead {
+        lane_bytes.wait_for_room(&lane, weight);
+        if lane.send(frame).is_err() {
+            return;
+        }
+        lane_bytes.sent(weight);
+        let _ = report.send(weight);
+    }
+}
+
+/// The bytes in the command lane. This thread is the lane's only sender and the lane is FIFO, so
+/// the frames still queued are the last `lane.len()` it sent.
+#[derive(Default)]
+struct LaneBytes {
+    weights: VecDeque<usize>,
+    total: usize,
+}
+
+impl LaneBytes {
+    fn sent(&mut self, weight: usize) {
+        self.weights.push_back(weight);
+        self.total += weight;
+    }
+
+    fn settle(&mut self, queued: usize) {
+        while self.weights.len() > queued {
+            self.total -= self.weights.pop_front().unwrap_or(0);
+        }
+    }
+
+    /// Waits while `weight` more would pass the byte budget. Only the session takes from the lane
+    /// and it signals nothing, so this checks the lane's length every millisecond; it happens only
+    /// with tens of megabytes of commands already waiting, and the count bound still blocks in
+    /// `send` without polling. (After the session has gone the lane keeps its length, and this
+    /// thread sleeps on until the process exits.)
+    fn wait_for_room(&mut self, lane: &Sender<CommandFrame>, weight: usize) {
+        loop {
+            self.settle(lane.len());
+            if self.total == 0 || self.total + weight <= COMMAND_QUEUE_BYTES {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
@@ -125,6 +262,12 @@ fn read_line(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::HostReply;
+    use std::time::Duration;
+
+    const WAIT: Duration = Duration::from_secs(10);
+    /// How long nothing must arrive to count as "the reader is blocked".
+    const QUIET: Duration = Duration::from_millis(300);
 
     fn lines(input: &[u8], max: usize) -> Vec<Result<Vec<u8>, usize>> {
         let mut r = std::io::BufReader::with_capacity(4, input);
@@ -137,6 +280,188 @@ mod tests {
                 LineRead::TooLong(n) => out.push(Err(n)),
             }
         }
+    }
+
+    struct Lanes {
+        control: Receiver<ControlFrame>,
+        commands: Receiver<CommandFrame>,
+        host: Receiver<HostRequest>,
+    }
+
+    /// Runs the reader over `input` on its own thread with the lanes sized as in `app.rs`; the
+    /// test plays the session and takes from the lanes only when it wants to.
+    fn read_all(input: Vec<u8>) -> Lanes {
+        let (control_tx, control) = bounded(CONTROL_QUEUE);
+        let (commands_tx, commands) = bounded(COMMAND_QUEUE);
+        let (host_tx, host) = unbounded();
+        let routes = StdinRoutes {
+            control: control_tx,
+            commands: commands_tx,
+            host: host_tx,
+        };
+        std::thread::spawn(move || run(std::io::Cursor::new(input), routes, MAX_LINE_BYTES));
+        Lanes {
+            control,
+            commands,
+            host,
+        }
+    }
+
+    fn get_states(input: &mut Vec<u8>, n: usize, pad: usize) {
+        let pad = "x".repeat(pad);
+        for i in 0..n {
+            let line = format!("{{\"id\":\"g{i}\",\"type\":\"get_state\",\"pad\":\"{pad}\"}}\n");
+            input.extend_from_slice(line.as_bytes());
+        }
+    }
+
+    fn id_of(frame: CommandFrame) -> String {
+        match frame {
+            CommandFrame::Command { id, .. } => id.unwrap().as_str().unwrap().to_string(),
+            CommandFrame::Invalid(r) => panic!("unexpected invalid frame {r:?}"),
+        }
+    }
+
+    fn expect_abort(control: &Receiver<ControlFrame>, timeout: Duration) {
+        match control.recv_timeout(timeout) {
+            Ok(ControlFrame::Command { id, command }) => {
+                assert_eq!(command.name(), "abort");
+                assert_eq!(id.unwrap(), "ab");
+            }
+            other => panic!("expected the abort, got {other:?}"),
+        }
+    }
+
+    /// Drains the lane and checks it held `n` commands, in order, then disconnected.
+    fn drain_in_order(commands: &Receiver<CommandFrame>, n: usize) {
+        for i in 0..n {
+            let frame = commands.recv_timeout(WAIT).expect("a queued command");
+            assert_eq!(id_of(frame), format!("g{i}"));
+        }
+        assert!(
+            commands.recv_timeout(WAIT).is_err(),
+            "lane closes after the last command"
+        );
+    }
+
+    #[test]
+    fn a_full_lane_still_lets_cancellations_replies_and_eof_through() {
+        let queued = COMMAND_QUEUE + 10;
+        let mut input = Vec::new();
+        get_states(&mut input, queued, 0);
+        input.extend_from_slice(b"{\"id\":\"ab\",\"type\":\"abort\"}\n");
+        input.extend_from_slice(
+            b"{\"type\":\"extension_ui_response\",\"id\":\"ui_1\",\"confirmed\":true}\n",
+        );
+        let lanes = read_all(input);
+        // Nothing has been taken from the lane, yet the abort, the reply and EOF all arrive.
+        expect_abort(&lanes.control, WAIT);
+        match lanes.host.recv_timeout(WAIT) {
+            Ok(HostRequest::Reply(HostReply::UiResponse(r))) => assert_eq!(r.id, "ui_1"),
+            _ => panic!("expected the host reply"),
+        }
+        assert!(matches!(
+            lanes.control.recv_timeout(WAIT),
+            Ok(ControlFrame::InputClosed)
+        ));
+        assert_eq!(lanes.commands.len(), COMMAND_QUEUE, "the lane is bounded");
+        drain_in_order(&lanes.commands, queued);
+    }
+
+    #[test]
+    fn the_reader_stops_when_the_lookahead_is_full_too() {
+        // The lane, the frame the queue thread holds and the lookahead are full; one more line
+        // leaves the reader waiting, so the abort behind it is not read yet.
+        let queued = COMMAND_QUEUE + 1 + LOOKAHEAD_LINES + 1;
+        let mut input = Vec::new();
+        get_states(&mut input, queued, 0);
+        input.extend_from_slice(b"{\"id\":\"ab\",\"type\":\"abort\"}\n");
+        let lanes = read_all(input);
+        assert_held_at(&lanes, COMMAND_QUEUE);
+        // One slot freed is enough for the reader to move on and find the abort.
+        assert_eq!(id_of(lanes.commands.recv().unwrap()), "g0");
+        expect_abort(&lanes.control, WAIT);
+        assert!(matches!(
+            lanes.control.recv_timeout(WAIT),
+            Ok(ControlFrame::InputClosed)
+        ));
+        for i in 1..queued {
+            assert_eq!(
+                id_of(lanes.commands.recv_timeout(WAIT).unwrap()),
+                format!("g{i}")
+            );
+        }
+    }
+
+    #[test]
+    fn long_lines_are_bounded_by_bytes_in_lane_and_lookahead() {
+        let mib = 1024 * 1024;
+        let weight = mib + 40 + FRAME_OVERHEAD;
+        let in_lane = COMMAND_QUEUE_BYTES / weight;
+        let in_lookahead = LOOKAHEAD_BYTES / weight;
+        let queued = in_lane + in_lookahead + 3;
+        let mut input = Vec::new();
+        get_states(&mut input, queued, mib);
+        input.extend_from_slice(b"{\"id\":\"ab\",\"type\":\"abort\"}\n");
+        let lanes = read_all(input);
+        assert_held_at(&lanes, in_lane);
+        drain_in_order_then_abort(&lanes, queued);
+    }
+
+    /// Waits for the lane to fill to `n`, then checks it stays there and the reader reads no
+    /// further (the abort behind the queued lines does not arrive).
+    fn assert_held_at(lanes: &Lanes, n: usize) {
+        let deadline = std::time::Instant::now() + WAIT;
+        while lanes.commands.len() < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the lane never filled"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            lanes.control.recv_timeout(QUIET).is_err(),
+            "reader must wait"
+        );
+        assert_eq!(lanes.commands.len(), n, "the lane is bounded");
+    }
+
+    fn drain_in_order_then_abort(lanes: &Lanes, queued: usize) {
+        for i in 0..queued {
+            assert_eq!(
+                id_of(lanes.commands.recv_timeout(WAIT).unwrap()),
+                format!("g{i}")
+            );
+        }
+        expect_abort(&lanes.control, WAIT);
+        assert!(matches!(
+            lanes.control.recv_timeout(WAIT),
+            Ok(ControlFrame::InputClosed)
+        ));
+    }
+
+    #[test]
+    fn eof_is_reported_after_the_last_command_is_handed_over() {
+        let mut input = Vec::new();
+        get_states(&mut input, 3, 0);
+        let lanes = read_all(input);
+        assert!(matches!(
+            lanes.control.recv_timeout(WAIT),
+            Ok(ControlFrame::InputClosed)
+        ));
+        drain_in_order(&lanes.commands, 3);
+    }
+
+    #[test]
+    fn a_grown_line_buffer_is_given_back() {
+        let mut line = vec![0u8; 8 * KEEP_LINE_CAPACITY];
+        give_back_if_grown(&mut line);
+        assert!(line.is_empty());
+        assert_eq!(line.capacity(), LINE_CAPACITY);
+        let mut small = Vec::with_capacity(KEEP_LINE_CAPACITY);
+        small.push(1u8);
+        give_back_if_grown(&mut small);
+        assert_eq!(small, [1], "an ordinary buffer is kept");
     }
 
     #[test]
