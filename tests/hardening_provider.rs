@@ -10,18 +10,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::unbounded;
 use serde_json::{json, Value};
 
+use crate::faults::{count, openai};
 use crate::support::fake_provider::{anthropic_text, openai_text};
-use crate::support::{gjc, Chunk, FakeProvider, Reply, TIMEOUT};
-
-fn openai(fake: &FakeProvider) -> crate::support::gjc::GjcBuilder {
-    gjc()
-        .provider(&fake.base_url)
-        .args(&["--provider", "fake-openai", "--model", "m"])
-}
-
-fn count(events: &[Value], t: &str) -> usize {
-    events.iter().filter(|e| e["type"] == t).count()
-}
+use crate::support::{Chunk, FakeProvider, Reply, TIMEOUT};
 
 fn last_message_end(events: &[Value]) -> &Value {
     events

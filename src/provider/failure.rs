@@ -268,18 +268,17 @@ mod tests {
     #[test]
     fn requested_wait_prefers_milliseconds_then_seconds_then_dates() {
         let now = at(1_000_000);
-        assert_eq!(
-            requested_wait(Some("250"), Some("9"), now),
-            Some(Duration::from_millis(250))
-        );
-        assert_eq!(
-            requested_wait(None, Some("2"), now),
-            Some(Duration::from_secs(2))
-        );
-        assert_eq!(
-            requested_wait(Some("-1"), Some("1.5"), now),
-            Some(Duration::from_millis(1500))
-        );
+        for (ms, secs, expected) in [
+            (Some("250"), Some("9"), 250),
+            (None, Some("2"), 2000),
+            (Some("-1"), Some("1.5"), 1500),
+        ] {
+            assert_eq!(
+                requested_wait(ms, secs, now),
+                Some(Duration::from_millis(expected)),
+                "{ms:?} {secs:?}"
+            );
+        }
         // 1970-01-12 13:47:10 is 1,000,030 s after the epoch.
         assert_eq!(
             requested_wait(None, Some("Mon, 12 Jan 1970 13:47:10 GMT"), now),
