@@ -9,7 +9,7 @@ use super::builder::MessageBuilder;
 use super::catalog::price;
 use super::failure::{classify_http, classify_message, requested_wait, retry_after_cap};
 use super::logging::request_line;
-use super::sse::{SseError, SseReader};
+use super::sse::{SseError, SseLimits, SseReader};
 use super::wire::{self, Decoder, StreamError};
 use super::{CancelFlag, EventSink, ProviderEvent, ProviderFailure, ProviderRequest};
 use crate::protocol::message::{AssistantMessage, StopReason};
@@ -79,10 +79,10 @@ pub fn run_stream(
     if status != 200 {
         return http_error(builder, sink, cancel, response);
     }
-    let reader = SseReader::new(BufReader::with_capacity(
-        16 * 1024,
-        response.into_body().into_reader(),
-    ));
+    let reader = SseReader::with_limits(
+        BufReader::with_capacity(16 * 1024, response.into_body().into_reader()),
+        SseLimits::from_env(),
+    );
     stream(builder, decoder, reader, request, started, cancel, sink);
 }
 

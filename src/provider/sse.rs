@@ -100,9 +100,9 @@ pub struct SseReader<R> {
 }
 
 impl<R: BufRead> SseReader<R> {
-    /// A reader with the limits from the environment (`SseLimits::from_env`).
+    /// A reader with the default limits.
     pub fn new(reader: R) -> SseReader<R> {
-        SseReader::with_limits(reader, SseLimits::from_env())
+        SseReader::with_limits(reader, SseLimits::default())
     }
 
     pub fn with_limits(reader: R, limits: SseLimits) -> SseReader<R> {
@@ -252,7 +252,7 @@ mod tests {
 
     fn events(data: &[u8], chunk: usize) -> Vec<SseEvent> {
         let reader = std::io::BufReader::with_capacity(chunk.max(1), Chunked { data, chunk });
-        let mut sse = SseReader::with_limits(reader, SseLimits::default());
+        let mut sse = SseReader::new(reader);
         let mut out = Vec::new();
         while let Some(e) = sse.next_event().unwrap() {
             out.push(e);
