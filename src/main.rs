@@ -7,10 +7,16 @@ fn main() {
     let parent = gjc::app::Parent::current();
     gjc::memory::limit_arenas();
     let args = gjc::cli::Args::parse();
-    // Logs never touch stdout, which carries only protocol frames.
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .target(env_logger::Target::Stderr)
-        .init();
+    // Logs never touch stdout, which carries only protocol frames. The HTTP stack's wire dumps
+    // (keys and headers in hex) stay off whatever RUST_LOG says.
+    let logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+            .target(env_logger::Target::Stderr)
+            .build();
+    let max_level = logger.filter();
+    if let Err(e) = gjc::provider::logging::install(logger, max_level) {
+        eprintln!("gjc: cannot set up logging: {e}");
+    }
     let args = match args.validate() {
         Ok(args) => args,
         Err(e) => {

@@ -7,13 +7,13 @@ use serde_json::{json, Value};
 use crate::support::fake_provider::{openai_text, sse_events};
 use crate::support::{gjc, types, Chunk, FakeProvider, Gjc, Reply, TIMEOUT};
 
-fn openai(fake: &FakeProvider) -> crate::support::gjc::GjcBuilder {
+pub(crate) fn openai(fake: &FakeProvider) -> crate::support::gjc::GjcBuilder {
     gjc()
         .provider(&fake.base_url)
         .args(&["--provider", "fake-openai", "--model", "m"])
 }
 
-fn count(events: &[Value], t: &str) -> usize {
+pub(crate) fn count(events: &[Value], t: &str) -> usize {
     events.iter().filter(|e| e["type"] == t).count()
 }
 

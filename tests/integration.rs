@@ -10,6 +10,8 @@ mod compaction;
 mod contract;
 /// Documentation stays in step with the code.
 mod docs;
+/// The standing fault suite: every provider fault ends the run once, with balanced messages.
+mod fault_suite;
 /// Aborts, retries and provider faults.
 mod faults;
 /// Framing, bad input, lifecycle and the command line.
@@ -18,6 +20,8 @@ mod framing;
 mod fuzz;
 /// Hostile input volumes: long lines, floods without reading, EOF behind a full queue.
 mod hardening_input;
+/// Provider limits: SSE sizes, secrets in logs, retry-after.
+mod hardening_provider;
 /// The session file under stress, context usage after compaction, command-line mistakes.
 mod hardening_store;
 /// File tools under hostile input: special files, endless lines, stray schemes, symlinks.

@@ -3,16 +3,16 @@
 //! to the API's decoder, deltas forwarded to the session as they come.
 
 use std::io::BufReader;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::builder::MessageBuilder;
 use super::catalog::price;
-use super::retry_hints;
-use super::sse::SseReader;
+use super::failure::{classify_http, classify_message, requested_wait, retry_after_cap};
+use super::logging::request_line;
+use super::sse::{SseError, SseLimits, SseReader};
 use super::wire::{self, Decoder, StreamError};
 use super::{CancelFlag, EventSink, ProviderEvent, ProviderFailure, ProviderRequest};
 use crate::protocol::message::{AssistantMessage, StopReason};
-use crate::session::retry::{is_context_overflow, is_transient_status, is_transient_text};
 
 pub fn agent() -> ureq::Agent {
     let config = ureq::Agent::config_builder()
@@ -51,6 +51,10 @@ pub fn run_stream(
             )
         }
     };
+    log::debug!(
+        "{}",
+        request_line("POST", &call.url, &call.headers, &model.headers)
+    );
     let mut req = agent
         .post(&call.url)
         .header("content-type", "application/json");
@@ -75,10 +79,10 @@ pub fn run_stream(
     if status != 200 {
         return http_error(builder, sink, cancel, response);
     }
-    let reader = SseReader::new(BufReader::with_capacity(
-        16 * 1024,
-        response.into_body().into_reader(),
-    ));
+    let reader = SseReader::with_limits(
+        BufReader::with_capacity(16 * 1024, response.into_body().into_reader()),
+        SseLimits::from_env(),
+    );
     stream(builder, decoder, reader, request, started, cancel, sink);
 }
 
@@ -120,7 +124,11 @@ pub fn drive(
         let event = match reader.next_event() {
             Ok(Some(e)) => e,
             Ok(None) => return decoder.on_eof(builder).map(Some),
-            Err(e) => return Err(StreamError::transient(format!("stream interrupted: {e}"))),
+            Err(SseError::Io(e)) => {
+                return Err(StreamError::transient(format!("stream interrupted: {e}")))
+            }
+            // The same request would get the same answer: not worth a retry.
+            Err(e @ SseError::TooLarge { .. }) => return Err(StreamError::fatal(e.to_string())),
         };
         let outcome = decoder.on_event(&event, builder);
         if !progress(builder) {
@@ -187,9 +195,10 @@ fn http_error(
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
-    let retry_after = retry_hints(
+    let wait = requested_wait(
         header("retry-after-ms").as_deref(),
         header("retry-after").as_deref(),
+        SystemTime::now(),
     );
     let should_retry = header("x-should-retry");
     let text = response
@@ -199,20 +208,25 @@ fn http_error(
         .read_to_string()
         .unwrap_or_default();
     let detail = error_detail(&text);
-    let transient = match should_retry.as_deref() {
-        Some("true") => true,
-        Some("false") => false,
-        _ => is_transient_status(status) && !detail.contains("insufficient_quota"),
+    let verdict = classify_http(
+        status,
+        should_retry.as_deref(),
+        &detail,
+        wait,
+        retry_after_cap(),
+    );
+    let message = match verdict.refusal {
+        Some(why) => format!("HTTP {status}: {detail} ({why})"),
+        None => format!("HTTP {status}: {detail}"),
     };
-    let message = format!("HTTP {status}: {detail}");
     fail(
         builder,
         sink,
         cancel,
         message,
         Some(status),
-        transient,
-        retry_after,
+        verdict.transient,
+        verdict.retry_after,
     );
 }
 
@@ -264,8 +278,7 @@ pub fn fail(
         }));
         return;
     }
-    let overflow = is_context_overflow(&message);
-    let transient = !overflow && (transient || (status.is_none() && is_transient_text(&message)));
+    let (transient, overflow) = classify_message(&message, status, transient);
     let message = builder.fail(StopReason::Error, message, status);
     sink.send(ProviderEvent::Failed(ProviderFailure {
         message,

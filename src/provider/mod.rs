@@ -7,8 +7,10 @@
 pub mod anthropic;
 pub mod builder;
 pub mod catalog;
+pub mod failure;
 pub mod gemini;
 pub mod http;
+pub mod logging;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod scripted;
@@ -135,9 +137,4 @@ pub fn start_stream(
         log::error!("cannot start provider thread: {e}");
     }
     StreamHandle { cancelled, agent }
-}
-
-/// `retry-after-ms`, then `retry-after` in seconds.
-pub fn retry_hints(retry_after_ms: Option<&str>, retry_after: Option<&str>) -> Option<Duration> {
-    crate::session::retry::retry_after(retry_after_ms, retry_after)
 }

@@ -152,7 +152,7 @@ impl super::wire::Decoder for Decoder {
                 .and_then(Value::as_str)
                 .unwrap_or("unknown error");
             let kind = err.get("type").and_then(Value::as_str).unwrap_or("error");
-            let transient = kind == "server_error" || crate::session::retry::is_transient_text(msg);
+            let transient = kind == "server_error" || super::failure::is_transient_text(msg);
             return Err(StreamError {
                 message: format!("{kind}: {msg}"),
                 transient,

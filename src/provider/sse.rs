@@ -4,6 +4,86 @@
 
 use std::io::{BufRead, ErrorKind};
 
+/// Size limits for one stream. The largest legitimate SSE line is one JSON event carrying a whole
+/// block at once (a Gemini inline image, a tool call's arguments sent in one piece): a few MiB at
+/// most. 16 MiB leaves ample room for those, yet caps what a broken or hostile server can make gjc
+/// hold; an event may join several `data:` lines, so it gets twice that.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SseLimits {
+    pub line: usize,
+    pub event: usize,
+}
+
+impl Default for SseLimits {
+    fn default() -> SseLimits {
+        SseLimits {
+            line: 16 << 20,
+            event: 32 << 20,
+        }
+    }
+}
+
+impl SseLimits {
+    /// The defaults, each overridable by `GJC_SSE_MAX_LINE_BYTES` / `GJC_SSE_MAX_EVENT_BYTES`.
+    pub fn from_env() -> SseLimits {
+        let read = |name: &str, default: usize| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .filter(|v| *v > 0)
+                .unwrap_or(default)
+        };
+        let d = SseLimits::default();
+        SseLimits {
+            line: read("GJC_SSE_MAX_LINE_BYTES", d.line),
+            event: read("GJC_SSE_MAX_EVENT_BYTES", d.event),
+        }
+    }
+}
+
+/// Why a stream could not be read.
+#[derive(Debug)]
+pub enum SseError {
+    Io(std::io::Error),
+    /// A line or an event grew past its limit; reading stopped there, nothing more was buffered.
+    TooLarge {
+        what: &'static str,
+        limit: usize,
+        setting: &'static str,
+    },
+}
+
+impl std::fmt::Display for SseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SseError::Io(e) => write!(f, "{e}"),
+            SseError::TooLarge {
+                what,
+                limit,
+                setting,
+            } => write!(
+                f,
+                "the provider sent an {what} over the limit of {} ({setting}); stream abandoned",
+                size(*limit)
+            ),
+        }
+    }
+}
+
+impl From<std::io::Error> for SseError {
+    fn from(e: std::io::Error) -> SseError {
+        SseError::Io(e)
+    }
+}
+
+fn size(bytes: usize) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SseEvent {
     pub event: Option<String>,
@@ -12,6 +92,7 @@ pub struct SseEvent {
 
 pub struct SseReader<R> {
     reader: R,
+    limits: SseLimits,
     line: Vec<u8>,
     /// A CR ended the previous line; a LF right after it belongs to the same line ending.
     after_cr: bool,
@@ -19,9 +100,15 @@ pub struct SseReader<R> {
 }
 
 impl<R: BufRead> SseReader<R> {
+    /// A reader with the default limits.
     pub fn new(reader: R) -> SseReader<R> {
+        SseReader::with_limits(reader, SseLimits::default())
+    }
+
+    pub fn with_limits(reader: R, limits: SseLimits) -> SseReader<R> {
         SseReader {
             reader,
+            limits,
             line: Vec::new(),
             after_cr: false,
             done: false,
@@ -30,7 +117,7 @@ impl<R: BufRead> SseReader<R> {
 
     /// The next event, `Ok(None)` at EOF. Comment lines are skipped; `on_comment` is not needed by
     /// the providers, which treat only data as progress.
-    pub fn next_event(&mut self) -> std::io::Result<Option<SseEvent>> {
+    pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
         let mut event = SseEvent::default();
         let mut has_data = false;
         loop {
@@ -46,42 +133,48 @@ impl<R: BufRead> SseReader<R> {
             if line.starts_with(':') {
                 continue;
             }
-            let (field, value) = match line.find(':') {
-                Some(i) => (
-                    &line[..i],
-                    line[i + 1..].strip_prefix(' ').unwrap_or(&line[i + 1..]),
-                ),
-                None => (line.as_str(), ""),
-            };
-            match field {
+            let (field_end, value_start) = split_field(&line);
+            match &line[..field_end] {
                 "data" => {
+                    let joined =
+                        event.data.len() + usize::from(has_data) + line.len() - value_start;
+                    if joined > self.limits.event {
+                        return Err(SseError::TooLarge {
+                            what: "SSE event",
+                            limit: self.limits.event,
+                            setting: "GJC_SSE_MAX_EVENT_BYTES",
+                        });
+                    }
                     if has_data {
                         event.data.push('\n');
+                        event.data.push_str(&line[value_start..]);
+                    } else {
+                        // The first line's buffer becomes the data: a large payload is not copied.
+                        let mut line = line;
+                        line.drain(..value_start);
+                        event.data = line;
                     }
-                    event.data.push_str(value);
                     has_data = true;
                 }
-                "event" => event.event = Some(value.to_string()),
+                "event" => event.event = Some(line[value_start..].to_string()),
                 _ => {}
             }
         }
     }
 
-    fn next_line(&mut self) -> std::io::Result<Option<String>> {
+    fn next_line(&mut self) -> Result<Option<String>, SseError> {
         if self.done {
             return Ok(None);
         }
-        self.line.clear();
         loop {
             let buf = match self.reader.fill_buf() {
                 Ok(b) => b,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             };
             if buf.is_empty() {
                 self.done = true;
-                return Ok((!self.line.is_empty())
-                    .then(|| String::from_utf8_lossy(&self.line).into_owned()));
+                return Ok((!self.line.is_empty()).then(|| self.take_line()));
             }
             let mut start = 0;
             if self.after_cr {
@@ -90,13 +183,27 @@ impl<R: BufRead> SseReader<R> {
                     start = 1;
                 }
             }
-            match buf[start..].iter().position(|&b| b == b'\n' || b == b'\r') {
-                Some(i) => {
-                    let end = start + i;
+            let end = buf[start..]
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+                .map(|i| start + i);
+            let piece = end.unwrap_or(buf.len()) - start;
+            // Checked before the bytes are kept: an endless line costs at most the limit.
+            if self.line.len() + piece > self.limits.line {
+                self.line = Vec::new();
+                self.done = true;
+                return Err(SseError::TooLarge {
+                    what: "SSE line",
+                    limit: self.limits.line,
+                    setting: "GJC_SSE_MAX_LINE_BYTES",
+                });
+            }
+            match end {
+                Some(end) => {
                     self.line.extend_from_slice(&buf[start..end]);
                     self.after_cr = buf[end] == b'\r';
                     self.reader.consume(end + 1);
-                    return Ok(Some(String::from_utf8_lossy(&self.line).into_owned()));
+                    return Ok(Some(self.take_line()));
                 }
                 None => {
                     self.line.extend_from_slice(&buf[start..]);
@@ -105,6 +212,22 @@ impl<R: BufRead> SseReader<R> {
                 }
             }
         }
+    }
+
+    /// The assembled line as text (invalid UTF-8 replaced), leaving the buffer empty.
+    fn take_line(&mut self) -> String {
+        let bytes = std::mem::take(&mut self.line);
+        String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
+}
+
+/// Where a line's field name ends and its value starts (one space after the colon is dropped).
+fn split_field(line: &str) -> (usize, usize) {
+    match line.find(':') {
+        Some(i) if line[i + 1..].starts_with(' ') => (i, i + 2),
+        Some(i) => (i, i + 1),
+        None => (line.len(), line.len()),
     }
 }
 
@@ -164,5 +287,89 @@ mod tests {
             assert_eq!(got[0].data, "😊é");
             assert_eq!(got[1].data, "b");
         }
+    }
+
+    /// An endless stream of one byte that counts what was taken from it.
+    struct Endless {
+        byte: u8,
+        taken: std::rc::Rc<std::cell::Cell<usize>>,
+    }
+
+    impl std::io::Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            buf.fill(self.byte);
+            self.taken.set(self.taken.get() + buf.len());
+            Ok(buf.len())
+        }
+    }
+
+    #[test]
+    fn an_endless_line_stops_at_the_limit_without_buffering_more() {
+        let taken = std::rc::Rc::new(std::cell::Cell::new(0));
+        let body = std::io::Read::chain(
+            &b"data: "[..],
+            Endless {
+                byte: b'x',
+                taken: taken.clone(),
+            },
+        );
+        let limits = SseLimits {
+            line: 1 << 20,
+            event: 2 << 20,
+        };
+        let mut sse = SseReader::with_limits(std::io::BufReader::with_capacity(4096, body), limits);
+        let err = sse.next_event().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the provider sent an SSE line over the limit of 1 MiB \
+             (GJC_SSE_MAX_LINE_BYTES); stream abandoned"
+        );
+        // Reading stopped within one buffer of the limit, and nothing is held any more.
+        assert!(taken.get() <= (1 << 20) + 4096, "read {}", taken.get());
+        assert_eq!(sse.line.capacity(), 0);
+        assert!(sse.next_event().unwrap().is_none(), "the stream is over");
+    }
+
+    #[test]
+    fn a_line_of_exactly_the_limit_passes() {
+        let limits = SseLimits {
+            line: 16,
+            event: 64,
+        };
+        let ok = b"data: 0123456789\n\n";
+        for chunk in [1, 3, 16] {
+            let reader = std::io::BufReader::with_capacity(chunk, Chunked { data: ok, chunk });
+            let mut sse = SseReader::with_limits(reader, limits);
+            assert_eq!(sse.next_event().unwrap().unwrap().data, "0123456789");
+        }
+        let long = b"data: 0123456789a\n\n";
+        for chunk in [1, 3, 16] {
+            let reader = std::io::BufReader::with_capacity(chunk, Chunked { data: long, chunk });
+            let err = SseReader::with_limits(reader, limits).next_event();
+            assert!(
+                matches!(err, Err(SseError::TooLarge { limit: 16, .. })),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_event_joining_too_many_data_lines_fails() {
+        let limits = SseLimits {
+            line: 16,
+            event: 20,
+        };
+        // Two lines of 9 bytes join to 19 (with the newline); a third would make 29.
+        let data =
+            b"data: 123456789\ndata: 123456789\n\ndata: 123456789\ndata: 123456789\ndata: 1\n\n";
+        let reader = std::io::BufReader::new(&data[..]);
+        let mut sse = SseReader::with_limits(reader, limits);
+        assert_eq!(sse.next_event().unwrap().unwrap().data.len(), 19);
+        let err = sse.next_event().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the provider sent an SSE event over the limit of 20 bytes \
+             (GJC_SSE_MAX_EVENT_BYTES); stream abandoned"
+        );
     }
 }

@@ -1,4 +1,6 @@
-//! Auto-retry policy: which failures are transient, and how long to wait before the next attempt.
+//! Auto-retry policy: how many attempts, and how long to wait before the next one. Whether a
+//! failure is worth retrying, and how long the provider asked to wait, is decided in
+//! `provider::failure`; the policy only applies that verdict.
 
 use std::time::Duration;
 
@@ -27,9 +29,11 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The wait before retry number `attempt` (1-based). A server's hint wins when it is sane.
+    /// The wait before retry number `attempt` (1-based). The provider's requested wait wins: the
+    /// provider only passes one on when it is within its cap (a longer one makes the failure final
+    /// there), so it is honoured as given, even above `max_delay`, which bounds our own back-off.
     pub fn delay(&self, attempt: u32, hint: Option<Duration>) -> Duration {
-        if let Some(hint) = hint.filter(|h| *h <= self.max_delay) {
+        if let Some(hint) = hint {
             return hint;
         }
         let factor = 1u32
@@ -39,85 +43,12 @@ impl RetryPolicy {
     }
 }
 
-/// Whether an HTTP status is worth retrying.
-pub fn is_transient_status(status: u16) -> bool {
-    matches!(status, 408 | 409 | 425 | 429 | 500 | 502 | 503 | 504 | 529)
-}
-
-/// Whether an error text (in-stream errors, transport failures) reads as transient.
-pub fn is_transient_text(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    let terminal = [
-        "insufficient_quota",
-        "invalid api key",
-        "invalid x-api-key",
-        "unauthorized",
-        "billing",
-        "permission",
-    ];
-    if terminal.iter().any(|t| m.contains(t)) {
-        return false;
-    }
-    [
-        "overloaded",
-        "rate limit",
-        "rate_limit",
-        "too many requests",
-        "service unavailable",
-        "internal server error",
-        "api_error",
-        "connection",
-        "reset",
-        "broken pipe",
-        "timed out",
-        "timeout",
-        "stalled",
-        "ended before",
-        "eof",
-        "unavailable",
-    ]
-    .iter()
-    .any(|t| m.contains(t))
-}
-
-/// Whether a provider error means the context no longer fits the model.
-pub fn is_context_overflow(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    [
-        "prompt is too long",
-        "exceeds the context window",
-        "maximum context length",
-        "context_length_exceeded",
-        "request_too_large",
-        "exceeds the available context size",
-        "greater than the context length",
-        "input token count",
-        "too many tokens",
-    ]
-    .iter()
-    .any(|t| m.contains(t))
-}
-
-/// Parses `retry-after-ms`, then `retry-after` (seconds; HTTP dates are treated as absent).
-pub fn retry_after(retry_after_ms: Option<&str>, retry_after: Option<&str>) -> Option<Duration> {
-    if let Some(ms) = retry_after_ms
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| *v >= 0.0)
-    {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
-    }
-    retry_after
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| *v >= 0.0)
-        .map(Duration::from_secs_f64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn exponential_backoff_with_hint() {
+    fn exponential_backoff_unless_the_provider_asked_for_a_wait() {
         let p = RetryPolicy {
             enabled: true,
             max_attempts: 3,
@@ -127,33 +58,15 @@ mod tests {
         assert_eq!(p.delay(1, None), Duration::from_millis(100));
         assert_eq!(p.delay(3, None), Duration::from_millis(400));
         assert_eq!(p.delay(9, None), Duration::from_secs(1));
+        assert_eq!(p.delay(40, None), Duration::from_secs(1));
         assert_eq!(
             p.delay(1, Some(Duration::from_millis(7))),
             Duration::from_millis(7)
         );
         assert_eq!(
-            p.delay(1, Some(Duration::from_secs(100))),
-            Duration::from_millis(100)
-        );
-    }
-
-    #[test]
-    fn classification() {
-        assert!(is_transient_status(529));
-        assert!(!is_transient_status(400));
-        assert!(is_transient_text("Overloaded"));
-        assert!(!is_transient_text("insufficient_quota: rate limit"));
-        assert!(is_context_overflow(
-            "prompt is too long: 210000 tokens > 200000 maximum"
-        ));
-        assert_eq!(
-            retry_after(Some("250"), Some("9")),
-            Some(Duration::from_millis(250))
-        );
-        assert_eq!(retry_after(None, Some("2")), Some(Duration::from_secs(2)));
-        assert_eq!(
-            retry_after(None, Some("Wed, 21 Oct 2015 07:28:00 GMT")),
-            None
+            p.delay(1, Some(Duration::from_secs(30))),
+            Duration::from_secs(30),
+            "a requested wait the provider accepted is honoured even past our back-off bound"
         );
     }
 }

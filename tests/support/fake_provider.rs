@@ -21,6 +21,11 @@ pub enum Chunk {
     Stall,
     /// Closes the connection without finishing the body.
     Drop,
+    /// `len` copies of `byte`, written in 1 MiB pieces so that a huge body costs no memory here.
+    Repeat {
+        byte: u8,
+        len: usize,
+    },
 }
 
 pub struct Reply {
@@ -232,6 +237,11 @@ fn write_reply(mut stream: &TcpStream, reply: Reply) -> bool {
                 }
             }
             Chunk::Bytes(_) => {}
+            Chunk::Repeat { byte, len } => {
+                if !write_repeated(stream, byte, len) {
+                    return false;
+                }
+            }
             Chunk::Gate(rx) => {
                 let _ = rx.recv();
             }
@@ -250,6 +260,25 @@ fn write_reply(mut stream: &TcpStream, reply: Reply) -> bool {
         }
     }
     stream.write_all(b"0\r\n\r\n").is_ok()
+}
+
+/// Writes `len` bytes of `byte` as chunks; `false` once the client has gone away.
+fn write_repeated(mut stream: &TcpStream, byte: u8, len: usize) -> bool {
+    const PIECE: usize = 1 << 20;
+    let piece = vec![byte; PIECE];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(PIECE);
+        let framed = stream
+            .write_all(format!("{n:x}\r\n").as_bytes())
+            .and_then(|_| stream.write_all(&piece[..n]))
+            .and_then(|_| stream.write_all(b"\r\n"));
+        if framed.is_err() {
+            return false;
+        }
+        left -= n;
+    }
+    stream.flush().is_ok()
 }
 
 /// Frames JSON payloads as SSE events (`event:` lines when `named`).
