@@ -25,6 +25,7 @@ pub mod memory;
 pub mod prompt;
 pub mod protocol;
 pub mod provider;
+pub mod secrets;
 pub mod session;
 pub mod tools;
 pub mod transport;

@@ -10,6 +10,8 @@ mod docs;
 mod faults;
 /// Framing, bad input, lifecycle and the command line.
 mod framing;
+/// Spill files, escaped children, the parent watch, keys and crashes.
+mod hardening_process;
 /// Host tools, host URIs, extension UI and the ask tool.
 mod host;
 /// Prompts, tool loops, steering and follow-ups.
