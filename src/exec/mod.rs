@@ -248,6 +248,8 @@ impl BashActor {
                     supervise(spawned, spill, &job, &flags)
                 }));
                 let result = supervised.unwrap_or_else(|_| {
+                    // Unwaited, the shell is left to the sweeps to reap.
+                    orphans::shell_ended(pgid);
                     process::kill_group(pgid);
                     BashResult {
                         spawn_error: Some("the command's supervisor failed unexpectedly".into()),
@@ -281,9 +283,8 @@ impl BashActor {
     /// every command. An escapee whose environment no longer names its command is killed when
     /// no command is running (it cannot belong to a live one), or at shutdown.
     fn sweep(&self, all: bool) {
-        let shells: Vec<i32> = self.running.values().map(|r| r.pgid).collect();
         let runner = self.runner;
-        let killed = orphans::sweep(&shells, |command| match command {
+        let killed = orphans::sweep(|command| match command {
             Some((r, id)) if r == runner => all || !self.running.contains_key(&id),
             Some(_) => false,
             None => all || self.running.is_empty(),
@@ -392,6 +393,7 @@ fn supervise(
         .name("gjc-bash-read".into())
         .spawn(move || read_all(output, spill, stream));
     let status = child.wait();
+    orphans::shell_ended(pgid);
     process::kill_group(pgid);
     let mut captured = match reader {
         Ok(handle) => handle.join().unwrap_or_else(|_| empty_capture()),

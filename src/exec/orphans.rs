@@ -12,6 +12,7 @@
 //! starts), so that finishing one command does not kill what another one still running has
 //! started. (`runner` tells apart the bash threads of one process; gjc has one, tests several.)
 
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The variable naming the command a process descends from.
@@ -22,6 +23,22 @@ pub const MARKER: &str = "GJC_COMMAND_ID";
 const MAX_ROUNDS: usize = 16;
 /// How long one round waits for the processes it killed to become reapable.
 const REAP_WAIT: Duration = Duration::from_millis(200);
+
+/// The pids of the shells of running commands: their waiters own them, so a sweep must neither
+/// kill nor reap them (once exited, a shell has no environment left to show its marker). It is
+/// also held while a command is spawned: between `fork` and `exec` a new shell is already in a
+/// session of its own but still has gjc's environment, and would pass for an unmarked escapee.
+static SHELLS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// The running shells, locked (see `SHELLS`); push a new shell's pid before letting go.
+pub fn shells() -> MutexGuard<'static, Vec<i32>> {
+    SHELLS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A shell was waited for: from now on it is not ours to skip.
+pub fn shell_ended(pid: i32) {
+    shells().retain(|p| *p != pid);
+}
 
 /// Makes this process the reaper of its descendants' orphans. Linux only; elsewhere escaped
 /// children go to init as before.
@@ -55,11 +72,11 @@ pub struct Escaped {
 }
 
 /// Kills and reaps the escaped children for which `kill` says yes, generation by generation.
-/// `shells` are the pids of running commands' shells: their waiters own them.
-pub fn sweep(shells: &[i32], kill: impl Fn(Option<CommandId>) -> bool) -> usize {
+pub fn sweep(kill: impl Fn(Option<CommandId>) -> bool) -> usize {
     let mut killed = 0;
     for _ in 0..MAX_ROUNDS {
-        let doomed: Vec<i32> = escaped(shells)
+        let shells = shells();
+        let doomed: Vec<i32> = escaped(&shells)
             .into_iter()
             .filter(|e| kill(e.command))
             .map(|e| e.pid)
@@ -72,6 +89,7 @@ pub fn sweep(shells: &[i32], kill: impl Fn(Option<CommandId>) -> bool) -> usize 
             // recycled for another process.
             unsafe { libc::kill(*pid, libc::SIGKILL) };
         }
+        drop(shells);
         reap(&doomed);
         killed += doomed.len();
     }

@@ -49,7 +49,12 @@ pub fn spawn(command: &str, cwd: &Path, id: super::orphans::CommandId) -> std::i
             Ok(())
         });
     }
-    let child = cmd.spawn()?;
+    let child = {
+        let mut shells = super::orphans::shells();
+        let child = cmd.spawn()?;
+        shells.push(child.id() as i32);
+        child
+    };
     // The Command still holds the write ends; dropping it closes them here so EOF can arrive.
     drop(cmd);
     let pgid = child.id() as i32;
