@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, unbounded, Sender};
+use crossbeam_channel::{bounded, select_biased, unbounded, Receiver, Sender};
 
 use crate::cli::{self, Args};
 use crate::protocol::Outbound;
@@ -18,6 +18,21 @@ use crate::session::{Channels, ControlFrame, SessionLoop};
 use crate::tools::{ToolRegistry, DEFAULT_TOOLS};
 use crate::transport::{stdin, stdout};
 use crate::{exec, host, prompt};
+
+/// The exit status after a role thread panicked (what Rust uses for a panicking `main`).
+const CRASH_EXIT: i32 = 101;
+
+/// How long a crash waits for the bash thread to kill commands and remove the spill folder.
+const CRASH_CLEANUP: Duration = Duration::from_secs(3);
+
+/// Threads whose panic is caught where they run and reported as a failed call or command (a
+/// tool call, a shell command's supervisor and reader, a session-loading range).
+const WORKERS: &[&str] = &["gjc-tool", "gjc-bash-io", "gjc-bash-read", "gjc-load"];
+
+/// The kernel's parent-death signal. Not SIGTERM: the kernel sends it when the *thread* that
+/// spawned gjc exits, which a host running a thread pool does all the time, so its arrival only
+/// means "look at the parent process", while a SIGTERM always means stop.
+const PARENT_DEATH_SIGNAL: libc::c_int = libc::SIGUSR2;
 
 /// The process that started gjc, as seen at the top of `main`.
 #[derive(Clone, Copy, Debug)]
@@ -55,6 +70,7 @@ pub fn run(args: Args, parent: Parent) -> i32 {
     };
     let agent_dir = cli::agent_dir();
     let catalog = Catalog::load(&agent_dir);
+    crate::secrets::Secrets::from_catalog(&catalog, args.pass_secrets_to_tools).install();
     let model = match pick_model(&catalog, &args) {
         Ok(m) => m,
         Err(e) => return fatal(&e),
@@ -108,6 +124,7 @@ pub fn run(args: Args, parent: Parent) -> i32 {
 }
 
 fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32 {
+    let crashed = install_panic_hook();
     let (out_tx, out_rx, out_drained) = crate::output::lane();
     let (control_tx, control_rx) = bounded(stdin::CONTROL_QUEUE);
     let (command_tx, command_rx) = bounded(stdin::COMMAND_QUEUE);
@@ -118,6 +135,8 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
     // what arrives before then waits in the handlers' pipe or is seen by the first check.
     let signals = install_signal_handlers();
     arm_parent_death();
+    // Before any command runs: what escapes a command's process group comes back to gjc.
+    exec::orphans::become_subreaper();
     if parent.is_gone() {
         let _ = control_tx.send(ControlFrame::Shutdown("parent process exited"));
     }
@@ -137,8 +156,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
     let _ = out_tx.send(Outbound::Ready);
 
     // 2. The actors the session talks to.
-    let spill_dir = std::env::temp_dir().join(format!("gjc-{}", std::process::id()));
-    let (bash, bash_thread) = match exec::spawn(spill_dir, args.keep_bash_output) {
+    let (bash, bash_thread) = match exec::spawn(std::env::temp_dir(), args.keep_bash_output) {
         Ok(b) => b,
         Err(e) => return fatal(&format!("cannot start the bash thread: {e}")),
     };
@@ -163,6 +181,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         bash_tx,
         bash_events,
     };
+    let bash_at_crash = bash.clone();
     let registry = crate::registry::Registry::new(&cli::agent_dir(), "stdio", &state.cwd);
     let session = SessionLoop::new(
         state,
@@ -172,7 +191,11 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         args.compact_updates,
         registry,
     );
-    let session_thread = spawn("gjc-session", move || session.run());
+    let (session_done_tx, session_done) = bounded(1);
+    let session_thread = spawn("gjc-session", move || {
+        session.run();
+        let _ = session_done_tx.send(());
+    });
     let routes = stdin::StdinRoutes {
         control: control_tx.clone(),
         commands: command_tx,
@@ -185,23 +208,46 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         stdin::run(std::io::stdin().lock(), routes, stdin::default_max_line())
     });
     if let Some(signals) = signals {
-        watch_signals(signals, control_tx.clone());
+        watch_signals(signals, control_tx.clone(), parent);
     }
-    watch_parent(control_tx, parent);
+    watch_parent(control_tx.clone(), parent);
 
+    // A crashed role thread ends the process: the others may be waiting for it forever.
+    select_biased! {
+        recv(crashed) -> _ => {
+            let _ = control_tx.send(ControlFrame::Shutdown("a thread crashed"));
+            bash_at_crash.shutdown();
+            wait_bounded(&bash_thread, CRASH_CLEANUP);
+            return CRASH_EXIT;
+        },
+        recv(session_done) -> _ => {},
+    }
     // Shutdown: the session returns after aborting its run; the writer drains once every sender
     // (session, host broker) is gone.
-    join(session_thread, "gjc-session");
-    join(bash_thread, "gjc-bash");
-    join(host_thread, "gjc-host");
+    drop(bash_at_crash);
+    for (handle, name) in [
+        (session_thread, "gjc-session"),
+        (bash_thread, "gjc-bash"),
+        (host_thread, "gjc-host"),
+    ] {
+        if handle.join().is_err() {
+            log::debug!("thread {name} ended by a panic");
+        }
+    }
     // A host that stopped reading stdout cannot hold the process: what it does not read within
     // the grace period is lost with the process, as it would be with the host gone.
     if writer_done.recv_timeout(WRITER_GRACE).is_ok() {
-        join(writer, "gjc-stdout");
+        if writer.join().is_err() {
+            log::debug!("thread gjc-stdout ended by a panic");
+        }
     } else {
         log::warn!("stdout is not being read; exiting with frames unwritten");
     }
-    0
+    if crashed.try_recv().is_ok() {
+        CRASH_EXIT
+    } else {
+        0
+    }
 }
 
 /// How long the writer may take to hand its last frames to the host at shutdown.
@@ -210,17 +256,50 @@ const WRITER_GRACE: Duration = Duration::from_millis(500);
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name(name.into())
-        .spawn(f)
+        .spawn(move || {
+            exec::test_panic_point();
+            f()
+        })
         .unwrap_or_else(|e| {
             log::error!("cannot start thread {name}: {e}");
             std::process::exit(1)
         })
 }
 
-fn join(handle: std::thread::JoinHandle<()>, name: &str) {
-    if handle.join().is_err() {
-        log::error!("thread {name} panicked");
+fn wait_bounded(handle: &std::thread::JoinHandle<()>, limit: Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while !handle.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Replaces the default panic output with one line on stderr naming the thread and the reason.
+/// A role thread's panic is also reported on the returned channel, which ends the process; a
+/// worker's is caught where it runs (see `WORKERS`).
+fn install_panic_hook() -> Receiver<()> {
+    let (tx, rx) = unbounded();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("unnamed");
+        let payload = info.payload();
+        let reason = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("(no message)")
+            .replace('\n', " ");
+        let place = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        if WORKERS.contains(&name) {
+            log::error!("thread {name} panicked{place}: {reason}");
+        } else {
+            eprintln!("gjc: thread {name} panicked{place}: {reason}");
+            let _ = tx.send(());
+        }
+    }));
+    rx
 }
 
 fn fatal(message: &str) -> i32 {
@@ -273,35 +352,49 @@ fn pick_model(catalog: &Catalog, args: &Args) -> Result<Option<Model>, String> {
     }
 }
 
-/// SIGTERM, SIGINT and SIGHUP shut down as stdin EOF does.
+/// SIGTERM, SIGINT and SIGHUP shut down as stdin EOF does; the parent-death signal does when the
+/// parent process is gone.
 fn install_signal_handlers() -> Option<signal_hook::iterator::Signals> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+    signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, PARENT_DEATH_SIGNAL])
         .map_err(|e| log::warn!("cannot install signal handlers: {e}"))
         .ok()
 }
 
-fn watch_signals(mut signals: signal_hook::iterator::Signals, control: Sender<ControlFrame>) {
+fn watch_signals(
+    mut signals: signal_hook::iterator::Signals,
+    control: Sender<ControlFrame>,
+    parent: Parent,
+) {
     spawn("gjc-signal", move || {
-        if signals.forever().next().is_some() {
-            let _ = control.send(ControlFrame::Shutdown("signal"));
+        for signal in signals.forever() {
+            if signal != PARENT_DEATH_SIGNAL {
+                let _ = control.send(ControlFrame::Shutdown("signal"));
+                return;
+            }
+            // The spawning thread ended; only the parent process's end is ours to follow.
+            if parent.is_gone() {
+                let _ = control.send(ControlFrame::Shutdown("parent process exited"));
+                return;
+            }
         }
     });
 }
 
-/// The kernel's parent-death signal (SIGTERM, handled above) on Linux. Armed before the first
-/// check of the parent, so a parent that died at any moment since `main` began is caught by one
-/// or the other.
+/// The kernel's parent-death signal on Linux. Armed before the first check of the parent, so a
+/// parent that died at any moment since `main` began is caught by one or the other. It fires
+/// whenever the thread that spawned gjc exits (the setting is per thread); `watch_signals` then
+/// compares the parent pid, which changes only when the whole parent process is gone.
 fn arm_parent_death() {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl with PR_SET_PDEATHSIG only sets a process attribute.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+        libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL);
     }
 }
 
-/// A poll of the parent pid, for where the parent-death signal does not reach (a parent that
-/// was not the spawning thread's process, other systems).
+/// A poll of the parent pid, for where the parent-death signal does not reach (other systems,
+/// or signal handlers that could not be installed).
 fn watch_parent(control: Sender<ControlFrame>, parent: Parent) {
     spawn("gjc-parent", move || loop {
         std::thread::sleep(Duration::from_millis(500));

@@ -89,6 +89,12 @@ pub struct Args {
     #[arg(long)]
     pub keep_bash_output: bool,
 
+    /// Let shell commands inherit the API-key variables (ANTHROPIC_API_KEY, ..., and any variable
+    /// holding a configured key). By default they are removed from the environment of the bash
+    /// tool and the `bash` command; key values are replaced by [redacted] in output either way.
+    #[arg(long)]
+    pub pass_secrets_to_tools: bool,
+
     /// Positional arguments are not used in RPC mode; `@file` arguments are refused.
     #[arg(hide = true)]
     pub rest: Vec<String>,

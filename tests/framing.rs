@@ -208,7 +208,7 @@ fn cli_rejects_file_arguments_and_other_modes() {
 }
 
 /// Whether `pid` is gone or only a zombie waiting for a reaper that is not us.
-fn has_exited(pid: u32) -> bool {
+pub fn has_exited(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => stat
             .rsplit_once(") ")
@@ -218,7 +218,7 @@ fn has_exited(pid: u32) -> bool {
 }
 
 /// Polls `has_exited` until `limit`; the bounded wait for a process that is not our child.
-fn wait_gone(pid: u32, limit: Duration) -> bool {
+pub fn wait_gone(pid: u32, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if has_exited(pid) {

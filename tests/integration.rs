@@ -20,6 +20,8 @@ mod framing;
 mod fuzz;
 /// Hostile input volumes: long lines, floods without reading, EOF behind a full queue.
 mod hardening_input;
+/// Spill files, escaped children, the parent watch, keys and crashes.
+mod hardening_process;
 /// Provider limits: SSE sizes, secrets in logs, retry-after.
 mod hardening_provider;
 /// The session file under stress, context usage after compaction, command-line mistakes.

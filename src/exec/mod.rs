@@ -5,15 +5,21 @@
 //!
 //! Per command, one `gjc-bash-io` thread reads the merged output pipe into an `OutputSink` and
 //! waits for the shell; when the shell exits, the rest of its group (`sleep 1000 &`) is killed so
-//! no orphan keeps the pipe open or outlives the command.
+//! no orphan keeps the pipe open or outlives the command. What left the group (`setsid`) is found
+//! and killed here (`orphans`) before the command's result is passed on.
+//!
+//! Spill files live in a private folder with a random name (0700, created on first use), removed
+//! at shutdown unless kept.
 
+pub mod orphans;
 pub mod output;
 pub mod process;
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -73,6 +79,7 @@ pub struct BashHandle {
 
 impl BashHandle {
     pub fn run(&self, job: BashJob) {
+        test_panic_point();
         let _ = self.tx.send(BashRequest::Run(job));
     }
 
@@ -97,21 +104,38 @@ struct Running {
     timed_out: Arc<AtomicBool>,
 }
 
-struct Finished(u64);
+/// A command's end, passed on to whoever asked once what escaped it is gone.
+struct Finished {
+    id: u64,
+    owner: JobOwner,
+    result: BashResult,
+    reply: Sender<BashEvent>,
+}
+
+/// Numbers the bash threads of this process (one in gjc; unit tests start several), so that
+/// each recognises its own commands' descendants.
+static RUNNERS: AtomicU64 = AtomicU64::new(0);
+
+/// How long shutdown waits for killed commands to end and their escapees to be reaped.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 
 pub struct BashActor {
     requests: Receiver<BashRequest>,
     finished_tx: Sender<Finished>,
     finished: Receiver<Finished>,
     running: HashMap<u64, Running>,
+    runner: u64,
     next_id: u64,
-    spill_dir: PathBuf,
+    spill_parent: PathBuf,
+    /// Made on the first command, so a session that runs none creates nothing.
+    spill_dir: Option<tempfile::TempDir>,
     keep_spill: bool,
 }
 
-/// Spawns `gjc-bash`. Spill files go under `spill_dir`, removed at shutdown unless `keep_spill`.
+/// Spawns `gjc-bash`. Spill files go to a private folder made under `spill_parent`, removed at
+/// shutdown unless `keep_spill`.
 pub fn spawn(
-    spill_dir: PathBuf,
+    spill_parent: PathBuf,
     keep_spill: bool,
 ) -> std::io::Result<(BashHandle, std::thread::JoinHandle<()>)> {
     let (tx, requests) = unbounded();
@@ -121,8 +145,10 @@ pub fn spawn(
         finished_tx,
         finished,
         running: HashMap::new(),
+        runner: RUNNERS.fetch_add(1, Ordering::Relaxed) + 1,
         next_id: 0,
-        spill_dir,
+        spill_parent,
+        spill_dir: None,
         keep_spill,
     };
     let thread = std::thread::Builder::new()
@@ -133,6 +159,7 @@ pub fn spawn(
 
 impl BashActor {
     fn run(mut self) {
+        test_panic_point();
         loop {
             let timer = self
                 .next_deadline()
@@ -146,8 +173,8 @@ impl BashActor {
                     Ok(BashRequest::Shutdown) | Err(_) => break,
                 },
                 recv(self.finished) -> done => {
-                    if let Ok(Finished(id)) = done {
-                        self.running.remove(&id);
+                    if let Ok(done) = done {
+                        self.finish(done);
                     }
                 },
                 recv(timer) -> _ => self.expire(),
@@ -160,14 +187,32 @@ impl BashActor {
         self.running.values().filter_map(|r| r.deadline).min()
     }
 
+    /// Where command `id` spills, making the private folder on first use.
+    fn spill_path(&mut self, id: u64) -> Option<PathBuf> {
+        if self.spill_dir.is_none() {
+            let made = std::fs::create_dir_all(&self.spill_parent).and_then(|_| {
+                tempfile::Builder::new()
+                    .prefix("gjc-")
+                    .permissions(std::fs::Permissions::from_mode(0o700))
+                    .tempdir_in(&self.spill_parent)
+            });
+            match made {
+                Ok(dir) => self.spill_dir = Some(dir),
+                Err(e) => log::warn!(
+                    "cannot make a spill folder in {}: {e}",
+                    self.spill_parent.display()
+                ),
+            }
+        }
+        let dir = self.spill_dir.as_ref()?;
+        Some(dir.path().join(format!("bash-{id}.log")))
+    }
+
     fn start(&mut self, job: BashJob) {
         self.next_id += 1;
         let id = self.next_id;
-        if let Err(e) = std::fs::create_dir_all(&self.spill_dir) {
-            log::warn!("cannot create {}: {e}", self.spill_dir.display());
-        }
-        let spill = self.spill_dir.join(format!("bash-{id}.log"));
-        let spawned = match process::spawn(&job.command, &job.cwd) {
+        let spill = self.spill_path(id);
+        let spawned = match process::spawn(&job.command, &job.cwd, (self.runner, id)) {
             Ok(s) => s,
             Err(e) => {
                 let result = BashResult {
@@ -195,18 +240,57 @@ impl BashActor {
         );
         let finished = self.finished_tx.clone();
         let flags = (cancelled, timed_out);
+        let pgid = spawned.pgid;
         let io = std::thread::Builder::new()
             .name("gjc-bash-io".into())
             .spawn(move || {
-                let result = supervise(spawned, spill, &job, &flags);
-                let _ = job.reply.send(BashEvent::Exit {
-                    owner: job.owner.clone(),
-                    result,
+                let supervised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    supervise(spawned, spill, &job, &flags)
+                }));
+                let result = supervised.unwrap_or_else(|_| {
+                    // Unwaited, the shell is left to the sweeps to reap.
+                    orphans::shell_ended(pgid);
+                    process::kill_group(pgid);
+                    BashResult {
+                        spawn_error: Some("the command's supervisor failed unexpectedly".into()),
+                        ..empty_result()
+                    }
                 });
-                let _ = finished.send(Finished(id));
+                let _ = finished.send(Finished {
+                    id,
+                    owner: job.owner,
+                    result,
+                    reply: job.reply,
+                });
             });
         if let Err(e) = io {
             log::error!("cannot start bash io thread: {e}");
+        }
+    }
+
+    /// A command ended: what it left running outside its group is killed, then the result goes
+    /// out, so a host that sees the result never sees the command's processes still alive.
+    fn finish(&mut self, done: Finished) {
+        self.running.remove(&done.id);
+        self.sweep(false);
+        let _ = done.reply.send(BashEvent::Exit {
+            owner: done.owner,
+            result: done.result,
+        });
+    }
+
+    /// Kills escaped descendants of this runner's finished commands; at shutdown (`all`), of
+    /// every command. An escapee whose environment no longer names its command is killed when
+    /// no command is running (it cannot belong to a live one), or at shutdown.
+    fn sweep(&self, all: bool) {
+        let runner = self.runner;
+        let killed = orphans::sweep(|command| match command {
+            Some((r, id)) if r == runner => all || !self.running.contains_key(&id),
+            Some(_) => false,
+            None => all || self.running.is_empty(),
+        });
+        if killed > 0 {
+            log::debug!("killed {killed} processes that escaped their command");
         }
     }
 
@@ -232,15 +316,15 @@ impl BashActor {
 
     /// Removes the spill files of commands that are no longer running.
     fn clear_spill(&mut self) {
-        if self.keep_spill {
+        let Some(dir) = self.spill_dir.as_ref().filter(|_| !self.keep_spill) else {
             return;
-        }
+        };
         let live: Vec<String> = self
             .running
             .keys()
             .map(|id| format!("bash-{id}.log"))
             .collect();
-        for entry in std::fs::read_dir(&self.spill_dir)
+        for entry in std::fs::read_dir(dir.path())
             .into_iter()
             .flatten()
             .filter_map(Result::ok)
@@ -251,14 +335,43 @@ impl BashActor {
         }
     }
 
+    /// Kills every command, waits (boundedly) for their ends, kills what escaped them, and
+    /// removes the spill folder unless it is kept.
     fn shutdown(&mut self) {
         for r in self.running.values() {
             r.cancelled.store(true, Ordering::SeqCst);
             process::kill_group(r.pgid);
         }
-        if !self.keep_spill {
-            let _ = std::fs::remove_dir_all(&self.spill_dir);
+        let deadline = Instant::now() + SHUTDOWN_WAIT;
+        while !self.running.is_empty() {
+            match self.finished.recv_deadline(deadline) {
+                Ok(done) => self.finish(done),
+                Err(_) => break,
+            }
         }
+        self.sweep(true);
+        if let Some(dir) = self.spill_dir.take() {
+            if self.keep_spill {
+                let _ = dir.keep();
+            } else if let Err(e) = dir.close() {
+                log::warn!("cannot remove the spill folder: {e}");
+            }
+        }
+    }
+}
+
+/// Test-only, in debug builds: panics when `GJC_TEST_PANIC` names the current thread, so tests
+/// can see what a crash of that thread does. Called where role threads start and where shell
+/// commands are requested (from the session and from tool workers); release builds skip it.
+pub fn test_panic_point() {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let Ok(wanted) = std::env::var("GJC_TEST_PANIC") else {
+        return;
+    };
+    if std::thread::current().name() == Some(wanted.as_str()) {
+        panic!("GJC_TEST_PANIC asked {wanted} to panic");
     }
 }
 
@@ -266,7 +379,7 @@ impl BashActor {
 /// is gone its group is killed so background children cannot hold the pipe open.
 fn supervise(
     spawned: process::Spawned,
-    spill: PathBuf,
+    spill: Option<PathBuf>,
     job: &BashJob,
     flags: &(Arc<AtomicBool>, Arc<AtomicBool>),
 ) -> BashResult {
@@ -280,14 +393,18 @@ fn supervise(
         .name("gjc-bash-read".into())
         .spawn(move || read_all(output, spill, stream));
     let status = child.wait();
+    orphans::shell_ended(pgid);
     process::kill_group(pgid);
-    let captured = match reader {
+    let mut captured = match reader {
         Ok(handle) => handle.join().unwrap_or_else(|_| empty_capture()),
         Err(e) => {
             log::error!("cannot start bash reader: {e}");
             empty_capture()
         }
     };
+    if let std::borrow::Cow::Owned(clean) = crate::secrets::installed().scrub(&captured.output) {
+        captured.output = clean;
+    }
     let cancelled = flags.0.load(Ordering::SeqCst);
     let timed_out = flags.1.load(Ordering::SeqCst);
     let exit_code = status
@@ -309,7 +426,7 @@ fn supervise(
 
 fn read_all(
     mut pipe: std::io::PipeReader,
-    spill: PathBuf,
+    spill: Option<PathBuf>,
     stream: Option<(Sender<BashEvent>, JobOwner)>,
 ) -> Captured {
     let mut sink = OutputSink::new(spill);
@@ -381,7 +498,7 @@ mod tests {
 
     fn run(command: &str, timeout: Option<Duration>) -> BashResult {
         let dir = tempfile::tempdir().unwrap();
-        let (handle, thread) = spawn(dir.path().join("spill"), false).unwrap();
+        let (handle, thread) = spawn(dir.path().to_path_buf(), false).unwrap();
         let (tx, rx) = unbounded();
         handle.run(BashJob {
             owner: JobOwner::User,

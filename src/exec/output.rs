@@ -1,10 +1,12 @@
 //! Bounded capture of a command's output: the last `tail_bytes` bytes stay in memory, and once
 //! anything would be dropped the full output goes to a spill file, so memory stays flat however
-//! much a command prints and truncation is exact wherever the pipe splits its chunks.
+//! much a command prints and truncation is exact wherever the pipe splits its chunks. Spill files
+//! are created new (never through an existing name or link) and readable by their owner only.
 
 use std::collections::VecDeque;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 /// Output limits shared by the user `bash` command and the bash tool.
@@ -16,7 +18,8 @@ pub struct OutputSink {
     cap: usize,
     total_bytes: u64,
     total_lines: u64,
-    spill_path: PathBuf,
+    /// `None` when there is nowhere to spill (the spill folder could not be made).
+    spill_path: Option<PathBuf>,
     spill: Option<File>,
     spill_error: Option<String>,
 }
@@ -32,11 +35,11 @@ pub struct Captured {
 }
 
 impl OutputSink {
-    pub fn new(spill_path: PathBuf) -> OutputSink {
+    pub fn new(spill_path: Option<PathBuf>) -> OutputSink {
         OutputSink::with_cap(spill_path, TAIL_BYTES)
     }
 
-    pub fn with_cap(spill_path: PathBuf, cap: usize) -> OutputSink {
+    pub fn with_cap(spill_path: Option<PathBuf>, cap: usize) -> OutputSink {
         OutputSink {
             tail: VecDeque::with_capacity(cap.min(64 * 1024)),
             cap,
@@ -75,7 +78,11 @@ impl OutputSink {
 
     /// Starts the spill file with everything captured so far: nothing has been dropped yet.
     fn open_spill(&mut self) {
-        let opened = File::create(&self.spill_path).and_then(|mut f| {
+        let Some(path) = &self.spill_path else {
+            self.spill_error = Some("no spill folder".into());
+            return;
+        };
+        let opened = create_private(path).and_then(|mut f| {
             let (a, b) = self.tail.as_slices();
             f.write_all(a)?;
             f.write_all(b)?;
@@ -118,12 +125,11 @@ impl OutputSink {
             text.drain(..skip);
             truncated = true;
         }
-        let full_output_path = (truncated && self.spill.is_some()).then(|| self.spill_path.clone());
+        let full_output_path = self
+            .spill_path
+            .filter(|_| truncated && self.spill.is_some());
         if let Some(e) = &self.spill_error {
-            log::warn!(
-                "bash output spill to {} failed: {e}",
-                self.spill_path.display()
-            );
+            log::warn!("bash output spill failed: {e}");
         }
         Captured {
             output: text,
@@ -135,13 +141,48 @@ impl OutputSink {
     }
 }
 
+/// A new file only its owner can read: `O_EXCL` fails on any existing name (a planted file or
+/// link), and `O_NOFOLLOW` says so again for links.
+fn create_private(path: &std::path::Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn sink(cap: usize) -> (OutputSink, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        (OutputSink::with_cap(dir.path().join("out.log"), cap), dir)
+        (
+            OutputSink::with_cap(Some(dir.path().join("out.log")), cap),
+            dir,
+        )
+    }
+
+    #[test]
+    fn spill_files_are_new_and_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let (mut s, dir) = sink(4);
+        s.push(b"more than four bytes\n");
+        let c = s.finish();
+        let path = c.full_output_path.expect("spilled");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        // A name that already exists, as a link, is refused rather than followed.
+        let target = dir.path().join("target");
+        let link = dir.path().join("link.log");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let mut s = OutputSink::with_cap(Some(link), 4);
+        s.push(b"more than four bytes\n");
+        let c = s.finish();
+        assert!(c.truncated && c.full_output_path.is_none());
+        assert!(!target.exists(), "the link was followed");
     }
 
     #[test]

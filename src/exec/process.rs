@@ -1,5 +1,7 @@
 //! Spawning a shell command in its own process group, with stdin null, stdout and stderr merged
-//! into one pipe, and the parent-death signal set, so nothing it starts can outlive gjc.
+//! into one pipe, and the parent-death signal set, so nothing it starts can outlive gjc. The
+//! environment loses the API-key variables (`crate::secrets`) and gains the command's marker
+//! (`orphans::MARKER`), by which processes that escape the group are traced back to it.
 
 use std::io::PipeReader;
 use std::os::unix::process::CommandExt;
@@ -21,16 +23,21 @@ pub fn shell() -> &'static str {
     }
 }
 
-pub fn spawn(command: &str, cwd: &Path) -> std::io::Result<Spawned> {
+/// Runs `command` as command `id` of this process.
+pub fn spawn(command: &str, cwd: &Path, id: super::orphans::CommandId) -> std::io::Result<Spawned> {
     let (reader, writer) = std::io::pipe()?;
     let writer_err = writer.try_clone()?;
     let mut cmd = Command::new(shell());
     cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)
+        .env(super::orphans::MARKER, super::orphans::marker(id))
         .stdin(Stdio::null())
         .stdout(writer)
         .stderr(writer_err);
+    for var in crate::secrets::installed().hidden_env() {
+        cmd.env_remove(var);
+    }
     // SAFETY: only async-signal-safe calls (setsid, prctl) run between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -42,7 +49,12 @@ pub fn spawn(command: &str, cwd: &Path) -> std::io::Result<Spawned> {
             Ok(())
         });
     }
-    let child = cmd.spawn()?;
+    let child = {
+        let mut shells = super::orphans::shells();
+        let child = cmd.spawn()?;
+        shells.push(child.id() as i32);
+        child
+    };
     // The Command still holds the write ends; dropping it closes them here so EOF can arrive.
     drop(cmd);
     let pgid = child.id() as i32;

@@ -209,6 +209,22 @@ impl Catalog {
         }
     }
 
+    /// The environment variables that may hold an API key, and every key value set now (from
+    /// those variables or literal in models.json): what commands and tool output must not show.
+    pub fn credentials(&self) -> (Vec<String>, Vec<String>) {
+        let mut vars = vec!["GOOGLE_API_KEY".to_string()];
+        let mut values = Vec::new();
+        for source in self.keys.values() {
+            match source {
+                KeySource::Env(var) => vars.push(var.clone()),
+                KeySource::Literal(key) => values.push(key.clone()),
+                KeySource::None => {}
+            }
+        }
+        values.extend(vars.iter().filter_map(|v| std::env::var(v).ok()));
+        (vars, values)
+    }
+
     pub fn has_key(&self, provider: &str) -> bool {
         self.api_key(provider).is_ok()
     }

@@ -285,7 +285,8 @@ pub fn spawn(
         bash: services.bash,
         host: Some(services.host),
         schemes: services.schemes,
-        updates: Box::new(move |partial| {
+        updates: Box::new(move |mut partial| {
+            crate::secrets::scrub_output(&mut partial);
             let _ = update_tx.send(ToolMsg {
                 generation,
                 call_id: update_id.clone(),
@@ -296,12 +297,13 @@ pub fn spawn(
     let worker = std::thread::Builder::new()
         .name("gjc-tool".into())
         .spawn(move || {
-            let output = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut output = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 tool.execute(&args, &ctx)
             }))
             .unwrap_or_else(|_| {
                 ToolOutput::error(format!("tool {} failed unexpectedly", tool.name()))
             });
+            crate::secrets::scrub_output(&mut output);
             let _ = tx.send(ToolMsg {
                 generation,
                 call_id,
