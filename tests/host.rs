@@ -176,9 +176,38 @@ fn stdin_closing_with_a_pending_host_call_exits_zero() {
     );
     g.ok(json!({"type": "set_host_tools", "tools": [echo_tool()]}));
     g.ok(json!({"type": "prompt", "message": "go"}));
-    frame(&mut g, "host_tool_call");
+    let call = frame(&mut g, "host_tool_call");
+    // A user `bash` in flight at EOF is answered too.
+    let bash_id = g.client.next_id();
+    g.client
+        .send(&json!({"id": bash_id, "type": "bash", "command": "sleep 30"}))
+        .unwrap();
     let status = g.close_and_wait().expect("gjc exited");
     assert!(status.success(), "{status:?}");
+    let rest: Vec<Value> = g
+        .client
+        .take_backlog()
+        .into_iter()
+        .map(|f| f.value)
+        .collect();
+    let mut rest = rest.into_iter();
+    let mut seen = Vec::new();
+    while let Ok(f) = g.client.recv(Duration::from_millis(200)) {
+        seen.push(f.value);
+    }
+    let frames: Vec<Value> = rest.by_ref().chain(seen).collect();
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["type"] == "host_tool_cancel" && f["targetId"] == call["id"]),
+        "the host is told to stop: {frames:?}"
+    );
+    let bash = frames
+        .iter()
+        .find(|f| f["type"] == "response" && f["id"] == bash_id.as_str())
+        .expect("the pending bash is answered");
+    assert_eq!(bash["success"], false);
+    assert!(bash["error"].as_str().unwrap().starts_with("cancelled: "));
 }
 
 #[test]
