@@ -6,7 +6,7 @@
 //! commands and merges streamed deltas instead of queueing one frame each, so a host that stops
 //! reading stdout holds back the agent's output, never its control lane (abort, signals, EOF),
 //! and memory stays bounded by what the running work produces. When the writer brings the gauge
-//! back under [`LOW`] it wakes whoever asked to be woken.
+//! back under a quarter of that it wakes whoever asked to be woken.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,12 +15,22 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TryRecvError};
 
 use crate::protocol::{AgentEvent, Outbound};
 
-/// Unwritten bytes above which the lane is backed up.
+/// Unwritten bytes above which the lane is backed up (`GJC_OUTPUT_BACKLOG_BYTES` overrides it).
 pub const HIGH: usize = 1 << 20;
-/// Unwritten bytes at or below which a waiting sender is woken.
-pub const LOW: usize = 256 << 10;
+
+/// The backlog limit: a host that wants one frame per delta however slowly it reads can raise it,
+/// at the cost of memory while it does not read.
+fn high_mark() -> usize {
+    std::env::var("GJC_OUTPUT_BACKLOG_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(HIGH)
+}
 
 struct Gauge {
+    /// Backed up above this; a waiting sender is woken at a quarter of it.
+    high: usize,
     pending: AtomicUsize,
     waiting: AtomicBool,
     wake: Sender<()>,
@@ -54,6 +64,7 @@ pub fn lane() -> (OutTx, OutRx, Receiver<()>) {
     let (tx, rx) = unbounded();
     let (wake, woken) = bounded(1);
     let gauge = Arc::new(Gauge {
+        high: high_mark(),
         pending: AtomicUsize::new(0),
         waiting: AtomicBool::new(false),
         wake,
@@ -83,14 +94,14 @@ impl OutTx {
     }
 
     pub fn is_backed_up(&self) -> bool {
-        self.gauge.pending.load(Ordering::Relaxed) > HIGH
+        self.gauge.pending.load(Ordering::Relaxed) > self.gauge.high
     }
 
     /// Asks for one wake-up when the writer has caught up. Checked again after asking, so a
     /// catch-up that happened in between is not missed.
     pub fn wake_when_drained(&self) {
         self.gauge.waiting.store(true, Ordering::SeqCst);
-        if self.gauge.pending.load(Ordering::SeqCst) <= LOW {
+        if self.gauge.pending.load(Ordering::SeqCst) <= self.gauge.low() {
             self.gauge.notify();
         }
     }
@@ -111,7 +122,7 @@ impl OutRx {
     /// A frame has been written (or dropped): its bytes leave the gauge.
     pub fn written(&self, cost: usize) {
         let before = self.gauge.pending.fetch_sub(cost, Ordering::SeqCst);
-        if before.saturating_sub(cost) <= LOW {
+        if before.saturating_sub(cost) <= self.gauge.low() {
             self.gauge.notify();
         }
     }
@@ -124,6 +135,10 @@ impl Queued {
 }
 
 impl Gauge {
+    fn low(&self) -> usize {
+        self.high / 4
+    }
+
     fn notify(&self) {
         if self.waiting.swap(false, Ordering::SeqCst) {
             let _ = self.wake.try_send(());
