@@ -186,6 +186,7 @@ fn unavailable_commands_answer_a_typed_error() {
     let mut g = gjc().spawn();
     for cmd in [
         json!({"type": "handoff"}),
+        json!({"type": "checkpoint_for_handoff", "authority": {}, "lane": "main"}),
         json!({"type": "login", "providerId": "x"}),
         json!({"type": "workflow_gate_response", "gate_id": "g", "answer": 1}),
         json!({"type": "negotiate_unattended", "declaration": {}}),

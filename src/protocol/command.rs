@@ -93,6 +93,7 @@ commands! {
     Handoff = "handoff" => CompactParams,
     GetLoginProviders = "get_login_providers" => NoParams,
     Login = "login" => LoginParams,
+    CheckpointForHandoff = "checkpoint_for_handoff" => CheckpointParams,
 }
 
 impl Command {
@@ -271,6 +272,15 @@ pub struct ListSessionsParams {
 #[serde(rename_all = "camelCase")]
 pub struct LoginParams {
     pub provider_id: String,
+}
+
+/// `checkpoint_for_handoff`: the lease the host holds and the lane to hand over.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CheckpointParams {
+    #[serde(default)]
+    pub authority: Option<Value>,
+    #[serde(default)]
+    pub lane: Option<String>,
 }
 
 #[cfg(test)]

@@ -142,7 +142,7 @@ impl SessionLoop {
                 "this build has no workflow gates or unattended mode",
             )
             .into()),
-            Command::Handoff(_) => Err(TypedError::not_supported(
+            Command::Handoff(_) | Command::CheckpointForHandoff(_) => Err(TypedError::not_supported(
                 name,
                 "this build has no session handoff",
             )
