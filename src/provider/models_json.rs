@@ -11,6 +11,7 @@ use super::catalog::{
     normalize_base_url, Api, Catalog, KeySource, Model, ModelCost, ProviderDefaults,
 };
 use super::compat;
+use super::discovery;
 
 /// Window and output limit of a models.json model that names neither.
 const DEFAULT_WINDOW: u64 = 128_000;
@@ -113,6 +114,12 @@ fn provider_defaults(
         (None, Some(k)) if k.api == api => k.base_url.clone(),
         _ => return Err("baseUrl is required".into()),
     };
+    if entry.discover == Some(true) && !discovery::speaks_models_list(api) {
+        return Err(format!(
+            "discover needs an OpenAI-compatible api, not {}",
+            api.as_str()
+        ));
+    }
     if let Some(c) = &entry.compat {
         compat::validate(api, c)?;
     }
