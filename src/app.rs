@@ -324,16 +324,8 @@ fn resolve_cwd(args: &Args) -> Result<PathBuf, String> {
 /// (a prompt then fails with a clear missing-key error, never the startup).
 fn pick_model(catalog: &Catalog, args: &Args) -> Result<Option<Model>, String> {
     match (&args.provider, &args.model) {
-        (Some(p), Some(m)) => catalog
-            .find(p, m)
-            .cloned()
-            .map(Some)
-            .ok_or(format!("Model not found: {p}/{m}")),
-        (Some(p), None) => catalog
-            .first_of(p)
-            .cloned()
-            .map(Some)
-            .ok_or(format!("unknown provider {p:?}")),
+        (Some(p), Some(m)) => catalog.resolve(p, m).map(Some),
+        (Some(p), None) => catalog.default_of(p).map(Some),
         (None, Some(m)) => catalog
             .models()
             .iter()

@@ -34,6 +34,8 @@ mod host;
 mod prompt;
 /// Recorded provider streams and what is sent back.
 mod providers;
+/// Providers by name, local servers, model discovery and models.json errors.
+mod providers_by_name;
 /// Sessions on disk.
 mod sessions;
 /// Commands that need no model.

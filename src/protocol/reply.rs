@@ -84,6 +84,9 @@ pub struct SessionState {
     pub session_file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_save_error: Option<String>,
+    /// Why models.json was skipped, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub models_error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_name: Option<String>,
     pub auto_compaction_enabled: bool,
@@ -266,8 +269,12 @@ pub struct ThinkingLevel {
 
 /// `get_available_models`.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Models {
     pub models: Vec<ModelInfo>,
+    /// Why models.json was skipped, when it was (also in `get_state`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub models_error: Option<String>,
 }
 
 /// `list_sessions`.

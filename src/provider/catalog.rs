@@ -1,11 +1,15 @@
-//! The model registry: built-in models of each provider, the user's `models.json`, API keys from
-//! the environment, and thinking levels clamped to what a model supports.
+//! The model registry: the providers gjc knows by name, their built-in models, the user's
+//! `models.json` (`models_json.rs`), API keys from the environment, models synthesized for ids
+//! without an entry, and thinking levels clamped to what a model supports.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use super::builtin::{builtin_models, NamedProvider, NAMED_PROVIDERS};
+use super::discovery;
 
 /// The wire APIs gjc speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,18 +106,34 @@ impl Model {
 
 /// Where a provider's API key comes from.
 #[derive(Debug, Clone, PartialEq)]
-enum KeySource {
-    /// An environment variable name.
-    Env(String),
+pub(super) enum KeySource {
+    /// Environment variables, the first one set wins.
+    Env(Vec<String>),
     Literal(String),
     /// Local servers and the scripted provider need no key.
     None,
 }
 
+/// What a provider's models share, and what a model id without an entry of its own gets.
+#[derive(Debug, Clone)]
+pub(super) struct ProviderDefaults {
+    pub api: Api,
+    pub base_url: String,
+    pub key: KeySource,
+    pub headers: BTreeMap<String, String>,
+    pub compat: Option<Value>,
+    /// Whether `get_available_models` asks the server for its models.
+    pub discover: bool,
+    pub context_window: u64,
+    pub max_tokens: u64,
+}
+
 #[derive(Debug, Clone)]
 pub struct Catalog {
-    models: Vec<Model>,
-    keys: BTreeMap<String, KeySource>,
+    pub(super) models: Vec<Model>,
+    pub(super) providers: BTreeMap<String, ProviderDefaults>,
+    /// Why `models.json` was not applied, for `get_state` and `get_available_models`.
+    models_error: Option<String>,
 }
 
 /// The levels gjc itself applies.
@@ -126,52 +146,68 @@ pub const WIRE_THINKING_LEVELS: &[&str] = &[
 ];
 
 impl Catalog {
-    /// The built-in models plus `<agent_dir>/models.json` when it exists. A broken models.json is
-    /// reported and skipped: the built-in models still work.
+    /// The built-in providers and models plus `<agent_dir>/models.json` when it exists. A broken
+    /// models.json is skipped as a whole (the built-in providers still work) and its error kept
+    /// for hosts to see.
     pub fn load(agent_dir: &Path) -> Catalog {
         let mut catalog = Catalog::builtin();
         let path = agent_dir.join("models.json");
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                if let Err(e) = catalog.merge_models_json(&text) {
-                    log::error!("ignoring {}: {e}", path.display());
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => log::error!("cannot read {}: {e}", path.display()),
+        let failure = match std::fs::read_to_string(&path) {
+            Ok(text) => catalog.merge_models_json(&text).err(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => Some(format!("cannot read it: {e}")),
+        };
+        if let Some(e) = failure {
+            let message = format!("{}: {e}", path.display());
+            log::error!("ignoring {message}");
+            catalog.models_error = Some(message);
         }
         catalog
     }
 
     pub fn builtin() -> Catalog {
-        let mut c = Catalog {
-            models: Vec::new(),
-            keys: BTreeMap::new(),
-        };
-        for (provider, env) in [
-            ("anthropic", "ANTHROPIC_API_KEY"),
-            ("openai", "OPENAI_API_KEY"),
-            ("google", "GEMINI_API_KEY"),
-            ("deepseek", "DEEPSEEK_API_KEY"),
-            ("groq", "GROQ_API_KEY"),
-            ("openrouter", "OPENROUTER_API_KEY"),
-            ("xai", "XAI_API_KEY"),
-            ("mistral", "MISTRAL_API_KEY"),
-        ] {
-            c.keys.insert(provider.into(), KeySource::Env(env.into()));
+        let mut providers = BTreeMap::new();
+        for p in NAMED_PROVIDERS {
+            providers.insert(p.name.to_string(), named_defaults(p));
         }
-        c.keys.insert("scripted".into(), KeySource::None);
-        c.models = builtin_models();
-        c
+        providers.insert(
+            "scripted".into(),
+            ProviderDefaults {
+                api: Api::Scripted,
+                base_url: String::new(),
+                key: KeySource::None,
+                headers: BTreeMap::new(),
+                compat: None,
+                discover: false,
+                context_window: 200_000,
+                max_tokens: 32_000,
+            },
+        );
+        let mut models = builtin_models();
+        for m in &mut models {
+            if let Some(p) = providers.get(&m.provider) {
+                m.base_url.clone_from(&p.base_url);
+            }
+        }
+        Catalog {
+            models,
+            providers,
+            models_error: None,
+        }
     }
 
     pub fn models(&self) -> &[Model] {
         &self.models
     }
 
+    /// Why models.json was skipped, when it was.
+    pub fn models_error(&self) -> Option<&str> {
+        self.models_error.as_deref()
+    }
+
     /// Every provider with a key rule, and whether its key is present now.
     pub fn providers(&self) -> Vec<(String, bool)> {
-        self.keys
+        self.providers
             .keys()
             .map(|p| (p.clone(), self.api_key(p).is_ok()))
             .collect()
@@ -187,22 +223,72 @@ impl Catalog {
         self.models.iter().find(|m| m.provider == provider)
     }
 
-    /// The key for a provider: `None` when one is needed but not set.
+    /// A model by provider and id: its entry when there is one, else a model built from the
+    /// provider's defaults, since a provider serves far more models than any list names.
+    pub fn resolve(&self, provider: &str, id: &str) -> Result<Model, String> {
+        if let Some(m) = self.find(provider, id) {
+            return Ok(m.clone());
+        }
+        self.synthesize(provider, id)
+            .ok_or(format!("Model not found: {provider}/{id}"))
+    }
+
+    /// The model `--provider P` alone selects: the provider's first model.
+    pub fn default_of(&self, provider: &str) -> Result<Model, String> {
+        match (
+            self.first_of(provider),
+            self.providers.contains_key(provider),
+        ) {
+            (Some(m), _) => Ok(m.clone()),
+            (None, true) => Err(format!(
+                "provider {provider:?} has no built-in model: name one with --model"
+            )),
+            (None, false) => Err(format!(
+                "unknown provider {provider:?} (known: {})",
+                self.provider_names().join(", ")
+            )),
+        }
+    }
+
+    fn provider_names(&self) -> Vec<&str> {
+        self.providers.keys().map(String::as_str).collect()
+    }
+
+    /// A model of a known provider that has no entry: the provider's API, base URL, headers and
+    /// compat, a conservative window and output limit, text only, no reasoning, no price.
+    fn synthesize(&self, provider: &str, id: &str) -> Option<Model> {
+        let p = self.providers.get(provider)?;
+        if p.api == Api::Scripted || id.trim().is_empty() {
+            return None;
+        }
+        Some(Model {
+            id: id.to_string(),
+            name: id.to_string(),
+            api: p.api,
+            provider: provider.to_string(),
+            base_url: p.base_url.clone(),
+            reasoning: false,
+            input: vec!["text".into()],
+            cost: ModelCost::default(),
+            context_window: p.context_window,
+            max_tokens: p.max_tokens,
+            xhigh: false,
+            headers: p.headers.clone(),
+            compat: p.compat.clone(),
+        })
+    }
+
+    /// The key for a provider: `None` when none is needed, an error when one is needed but not
+    /// set.
     pub fn api_key(&self, provider: &str) -> Result<Option<String>, String> {
-        match self.keys.get(provider) {
+        match self.providers.get(provider).map(|p| &p.key) {
             Some(KeySource::None) => Ok(None),
             Some(KeySource::Literal(k)) => Ok(Some(k.clone())),
-            Some(KeySource::Env(var)) => match std::env::var(var) {
-                Ok(v) if !v.trim().is_empty() => Ok(Some(v.trim().to_string())),
-                _ if provider == "google" => std::env::var("GOOGLE_API_KEY")
-                    .ok()
-                    .filter(|v| !v.trim().is_empty())
-                    .map(Some)
-                    .ok_or(format!(
-                        "No API key for {provider}: set {var} (or GOOGLE_API_KEY)"
-                    )),
-                _ => Err(format!("No API key for {provider}: set {var}")),
-            },
+            Some(KeySource::Env(vars)) => vars
+                .iter()
+                .find_map(|v| std::env::var(v).ok().filter(|k| !k.trim().is_empty()))
+                .map(|k| Some(k.trim().to_string()))
+                .ok_or_else(|| missing_key(provider, vars)),
             None => Err(format!(
                 "No API key for {provider}: add apiKey to models.json"
             )),
@@ -212,15 +298,17 @@ impl Catalog {
     /// The environment variables that may hold an API key, and every key value set now (from
     /// those variables or literal in models.json): what commands and tool output must not show.
     pub fn credentials(&self) -> (Vec<String>, Vec<String>) {
-        let mut vars = vec!["GOOGLE_API_KEY".to_string()];
+        let mut vars = Vec::new();
         let mut values = Vec::new();
-        for source in self.keys.values() {
-            match source {
-                KeySource::Env(var) => vars.push(var.clone()),
+        for p in self.providers.values() {
+            match &p.key {
+                KeySource::Env(v) => vars.extend(v.iter().cloned()),
                 KeySource::Literal(key) => values.push(key.clone()),
                 KeySource::None => {}
             }
         }
+        vars.sort();
+        vars.dedup();
         values.extend(vars.iter().filter_map(|v| std::env::var(v).ok()));
         (vars, values)
     }
@@ -237,81 +325,90 @@ impl Catalog {
             .collect()
     }
 
-    /// Merges a pi-format `models.json`: `{"providers": {NAME: {baseUrl, api, apiKey, headers?,
-    /// compat?, models: [...]}}}`. Models of the same provider and id replace built-in ones.
-    pub fn merge_models_json(&mut self, text: &str) -> Result<(), String> {
-        let file: ModelsFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        for (name, p) in file.providers {
-            let api = p.api.ok_or(format!("provider {name}: api is required"))?;
-            let base_url = p
-                .base_url
-                .ok_or(format!("provider {name}: baseUrl is required"))?;
-            let key = match p.api_key {
-                Some(k) if is_env_name(&k) => KeySource::Env(k),
-                Some(k) => KeySource::Literal(k),
-                None => KeySource::None,
-            };
-            self.keys.insert(name.clone(), key);
-            for m in p.models {
-                let model = Model {
-                    name: m.name.unwrap_or_else(|| m.id.clone()),
-                    id: m.id,
-                    api,
-                    provider: name.clone(),
-                    base_url: base_url.trim_end_matches('/').to_string(),
-                    reasoning: m.reasoning.unwrap_or(false),
-                    input: m.input.unwrap_or_else(|| vec!["text".into()]),
-                    cost: m.cost.unwrap_or_default(),
-                    context_window: m.context_window.unwrap_or(128_000),
-                    max_tokens: m.max_tokens.unwrap_or(16_384),
-                    xhigh: false,
-                    headers: p.headers.clone(),
-                    compat: p.compat.clone(),
-                };
-                self.models
-                    .retain(|x| !(x.provider == model.provider && x.id == model.id));
-                self.models.push(model);
+    /// The available models plus those the discoverable servers list (local servers, and
+    /// providers with `"discover": true` in models.json). Asking blocks for at most
+    /// `discovery::TIMEOUT` (the servers are asked in parallel) and only until a server has
+    /// answered once: answers are kept for the life of the process.
+    pub fn available_with_discovery(&self) -> Vec<Model> {
+        let mut out: Vec<Model> = self.available().into_iter().cloned().collect();
+        let targets: Vec<(&String, discovery::Target)> = self
+            .providers
+            .iter()
+            .filter(|(_, p)| p.discover && discovery::speaks_models_list(p.api))
+            .filter_map(|(name, p)| {
+                let key = self.api_key(name).ok()?;
+                Some((name, discovery::Target::new(&p.base_url, key, &p.headers)))
+            })
+            .collect();
+        let listed = discovery::model_ids(targets.iter().map(|(_, t)| t));
+        for ((provider, _), ids) in targets.iter().zip(listed) {
+            for id in ids {
+                if self.find(provider, &id).is_none() {
+                    out.extend(self.synthesize(provider, &id));
+                }
             }
         }
-        Ok(())
+        out
     }
 }
 
-fn is_env_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+fn missing_key(provider: &str, vars: &[String]) -> String {
+    match vars {
+        [first, rest @ ..] if !rest.is_empty() => format!(
+            "No API key for {provider}: set {first} (or {})",
+            rest.join(", ")
+        ),
+        [only] => format!("No API key for {provider}: set {only}"),
+        _ => format!("No API key for {provider}"),
+    }
 }
 
-#[derive(Deserialize)]
-struct ModelsFile {
-    #[serde(default)]
-    providers: BTreeMap<String, ProviderEntry>,
+/// A named provider's defaults, its base URL replaced by its variable when that is set to a
+/// usable URL.
+fn named_defaults(p: &NamedProvider) -> ProviderDefaults {
+    let base_url = p
+        .base_url_var
+        .and_then(|var| {
+            let value = std::env::var(var).ok()?;
+            match normalize_base_url(p.api, &value) {
+                Ok(url) => Some(url),
+                Err(e) => {
+                    log::warn!("ignoring {var}: {e}");
+                    None
+                }
+            }
+        })
+        .unwrap_or_else(|| p.base_url.to_string());
+    ProviderDefaults {
+        api: p.api,
+        base_url,
+        key: if p.key_vars.is_empty() {
+            KeySource::None
+        } else {
+            KeySource::Env(p.key_vars.iter().map(|v| v.to_string()).collect())
+        },
+        headers: BTreeMap::new(),
+        compat: None,
+        discover: p.discover,
+        context_window: p.context_window,
+        max_tokens: p.max_tokens,
+    }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ProviderEntry {
-    base_url: Option<String>,
-    api: Option<Api>,
-    api_key: Option<String>,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    compat: Option<Value>,
-    #[serde(default)]
-    models: Vec<ModelEntry>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ModelEntry {
-    id: String,
-    name: Option<String>,
-    reasoning: Option<bool>,
-    input: Option<Vec<String>>,
-    context_window: Option<u64>,
-    max_tokens: Option<u64>,
-    cost: Option<ModelCost>,
+/// A base URL as gjc calls it: an `http(s)` URL without a trailing slash. For
+/// `anthropic-messages` the configured URL is the API root (`https://api.anthropic.com`, as pi
+/// writes it) and `/v1` is added; a URL that already ends in `/v1` is taken as it is.
+pub fn normalize_base_url(api: Api, url: &str) -> Result<String, String> {
+    let url = url.trim().trim_end_matches('/');
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!(
+            "baseUrl {url:?} must start with http:// or https://"
+        ));
+    }
+    if api == Api::AnthropicMessages && !url.ends_with("/v1") {
+        return Ok(format!("{url}/v1"));
+    }
+    Ok(url.to_string())
 }
 
 /// Thinking level after clamping to a model: `off` for models without reasoning, `high` for
@@ -352,187 +449,6 @@ pub fn thinking_cycle(model: &Model) -> Vec<&'static str> {
     levels
 }
 
-struct Builtin {
-    provider: &'static str,
-    api: Api,
-    base: &'static str,
-    id: &'static str,
-    name: &'static str,
-    reasoning: bool,
-    xhigh: bool,
-    image: bool,
-    cost: [f64; 4],
-    window: u64,
-    max: u64,
-}
-
-const ANTHROPIC: &str = "https://api.anthropic.com/v1";
-const OPENAI: &str = "https://api.openai.com/v1";
-const GOOGLE: &str = "https://generativelanguage.googleapis.com/v1beta";
-
-fn builtin_models() -> Vec<Model> {
-    use Api::*;
-    let table = [
-        Builtin {
-            provider: "anthropic",
-            api: AnthropicMessages,
-            base: ANTHROPIC,
-            id: "claude-sonnet-4-5",
-            name: "Claude Sonnet 4.5",
-            reasoning: true,
-            xhigh: false,
-            image: true,
-            cost: [3.0, 15.0, 0.3, 3.75],
-            window: 200_000,
-            max: 64_000,
-        },
-        Builtin {
-            provider: "anthropic",
-            api: AnthropicMessages,
-            base: ANTHROPIC,
-            id: "claude-haiku-4-5",
-            name: "Claude Haiku 4.5",
-            reasoning: true,
-            xhigh: false,
-            image: true,
-            cost: [1.0, 5.0, 0.1, 1.25],
-            window: 200_000,
-            max: 64_000,
-        },
-        Builtin {
-            provider: "anthropic",
-            api: AnthropicMessages,
-            base: ANTHROPIC,
-            id: "claude-opus-4-1",
-            name: "Claude Opus 4.1",
-            reasoning: true,
-            xhigh: false,
-            image: true,
-            cost: [15.0, 75.0, 1.5, 18.75],
-            window: 200_000,
-            max: 32_000,
-        },
-        Builtin {
-            provider: "openai",
-            api: OpenAiResponses,
-            base: OPENAI,
-            id: "gpt-5",
-            name: "GPT-5",
-            reasoning: true,
-            xhigh: false,
-            image: true,
-            cost: [1.25, 10.0, 0.125, 0.0],
-            window: 400_000,
-            max: 128_000,
-        },
-        Builtin {
-            provider: "openai",
-            api: OpenAiResponses,
-            base: OPENAI,
-            id: "gpt-5-mini",
-            name: "GPT-5 mini",
-            reasoning: true,
-            xhigh: false,
-            image: true,
-            cost: [0.25, 2.0, 0.025, 0.0],
-            window: 400_000,
-            max: 128_000,
-        },
-        Builtin {
-            provider: "openai",
-            api: OpenAiCompletions,
-            base: OPENAI,
-            id: "gpt-4.1",
-            name: "GPT-4.1",
-            reasoning: false,
-            xhigh: false,
-            image: true,
-            cost: [2.0, 8.0, 0.5, 0.0],
-            window: 1_047_576,
-            max: 32_768,
-        },
-        Builtin {
-            provider: "google",
-            api: Google,
-            base: GOOGLE,
-            id: "gemini-2.5-pro",
-            name: "Gemini 2.5 Pro",
-            reasoning: true,
-            xhigh: false,
-            image: true,
-            cost: [1.25, 10.0, 0.31, 0.0],
-            window: 1_048_576,
-            max: 65_536,
-        },
-        Builtin {
-            provider: "google",
-            api: Google,
-            base: GOOGLE,
-            id: "gemini-2.5-flash",
-            name: "Gemini 2.5 Flash",
-            reasoning: true,
-            xhigh: false,
-            image: true,
-            cost: [0.3, 2.5, 0.075, 0.0],
-            window: 1_048_576,
-            max: 65_536,
-        },
-        Builtin {
-            provider: "deepseek",
-            api: OpenAiCompletions,
-            base: "https://api.deepseek.com",
-            id: "deepseek-reasoner",
-            name: "DeepSeek Reasoner",
-            reasoning: true,
-            xhigh: false,
-            image: false,
-            cost: [0.28, 0.42, 0.028, 0.0],
-            window: 128_000,
-            max: 64_000,
-        },
-        Builtin {
-            provider: "scripted",
-            api: Scripted,
-            base: "",
-            id: "scripted",
-            name: "Scripted replay",
-            reasoning: true,
-            xhigh: true,
-            image: true,
-            cost: [0.0, 0.0, 0.0, 0.0],
-            window: 200_000,
-            max: 32_000,
-        },
-    ];
-    table
-        .into_iter()
-        .map(|b| Model {
-            id: b.id.into(),
-            name: b.name.into(),
-            api: b.api,
-            provider: b.provider.into(),
-            base_url: b.base.into(),
-            reasoning: b.reasoning,
-            input: if b.image {
-                vec!["text".into(), "image".into()]
-            } else {
-                vec!["text".into()]
-            },
-            cost: ModelCost {
-                input: b.cost[0],
-                output: b.cost[1],
-                cache_read: b.cost[2],
-                cache_write: b.cost[3],
-            },
-            context_window: b.window,
-            max_tokens: b.max,
-            xhigh: b.xhigh,
-            headers: BTreeMap::new(),
-            compat: None,
-        })
-        .collect()
-}
-
 /// Prices a usage record with a model's per-million costs.
 pub fn price(usage: &mut crate::protocol::message::Usage, cost: &ModelCost) {
     let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
@@ -563,6 +479,121 @@ mod tests {
         assert!(c
             .merge_models_json(r#"{"providers":{"x":{"baseUrl":"u","models":[]}}}"#)
             .is_err());
+    }
+
+    /// Runs `f` with `vars` set (or removed) in this process's environment; the tests that touch
+    /// the environment take this lock so they never see each other's values.
+    fn with_env<T>(vars: &[(&str, Option<&str>)], f: impl FnOnce() -> T) -> T {
+        static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let saved: Vec<_> = vars
+            .iter()
+            .map(|(k, _)| (*k, std::env::var(k).ok()))
+            .collect();
+        for (k, v) in vars {
+            match v {
+                Some(v) => std::env::set_var(k, v),
+                None => std::env::remove_var(k),
+            }
+        }
+        let out = f();
+        for (k, v) in saved {
+            match v {
+                Some(v) => std::env::set_var(k, v),
+                None => std::env::remove_var(k),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn named_providers_take_any_model_id() {
+        with_env(&[("GROQ_API_KEY", Some("gsk-test"))], || {
+            let c = Catalog::builtin();
+            let m = c.resolve("groq", "some-new-model").unwrap();
+            assert_eq!(m.base_url, "https://api.groq.com/openai/v1");
+            assert_eq!(m.api, Api::OpenAiCompletions);
+            assert!(!m.reasoning);
+            assert_eq!((m.context_window, m.max_tokens), (128_000, 8_192));
+            assert_eq!(c.api_key("groq").unwrap().as_deref(), Some("gsk-test"));
+            // A built-in entry wins over synthesis.
+            assert!(
+                c.resolve("anthropic", "claude-sonnet-4-5")
+                    .unwrap()
+                    .reasoning
+            );
+            assert_eq!(
+                c.resolve("nope", "x").unwrap_err(),
+                "Model not found: nope/x"
+            );
+            assert!(c.resolve("scripted", "other").is_err());
+            assert!(c.default_of("openrouter").unwrap_err().contains("--model"));
+            assert!(c
+                .default_of("nope")
+                .unwrap_err()
+                .contains("unknown provider"));
+        });
+    }
+
+    #[test]
+    fn local_servers_need_no_key_and_follow_their_variable() {
+        with_env(
+            &[
+                ("OLLAMA_BASE_URL", Some("http://10.0.0.5:11434/v1/")),
+                ("VLLM_BASE_URL", Some("not a url")),
+            ],
+            || {
+                let c = Catalog::builtin();
+                assert_eq!(c.api_key("ollama").unwrap(), None);
+                assert_eq!(
+                    c.resolve("ollama", "qwen3:8b").unwrap().base_url,
+                    "http://10.0.0.5:11434/v1"
+                );
+                assert_eq!(
+                    c.resolve("vllm", "m").unwrap().base_url,
+                    "http://127.0.0.1:8000/v1"
+                );
+                assert_eq!(
+                    c.resolve("lmstudio", "m").unwrap().base_url,
+                    "http://127.0.0.1:1234/v1"
+                );
+            },
+        );
+    }
+
+    #[test]
+    fn anthropic_base_urls_with_and_without_v1() {
+        for url in ["https://proxy.example", "https://proxy.example/v1/"] {
+            let mut c = Catalog::builtin();
+            c.merge_models_json(&format!(
+                r#"{{"providers":{{"anthropic":{{"baseUrl":"{url}"}}}}}}"#
+            ))
+            .unwrap();
+            let m = c.resolve("anthropic", "claude-sonnet-4-5").unwrap();
+            assert_eq!(m.base_url, "https://proxy.example/v1");
+            assert_eq!(c.resolve("anthropic", "x").unwrap().base_url, m.base_url);
+        }
+    }
+
+    #[test]
+    fn a_broken_models_json_changes_nothing() {
+        let mut c = Catalog::builtin();
+        let before = c.models().len();
+        let e = c
+            .merge_models_json(
+                r#"{"providers":{"a":{"baseUrl":"http://127.0.0.1:1","api":"openai-completions","models":[{"id":"m"}]},
+                    "b":{"baseUrl":"http://127.0.0.1:1","api":"openai-completions","compat":{"thinkingFormat":"qwen"}}}}"#,
+            )
+            .unwrap_err();
+        assert!(e.starts_with("provider b: compat.thinkingFormat"), "{e}");
+        assert_eq!(c.models().len(), before);
+        assert!(c.find("a", "m").is_none());
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("models.json"), "{not json").unwrap();
+        let c = Catalog::load(dir.path());
+        assert!(c.models_error().unwrap().contains("invalid models.json"));
+        assert!(c.find("anthropic", "claude-sonnet-4-5").is_some());
     }
 
     #[test]

@@ -6,11 +6,15 @@
 
 pub mod anthropic;
 pub mod builder;
+pub mod builtin;
 pub mod catalog;
+pub mod compat;
+pub mod discovery;
 pub mod failure;
 pub mod gemini;
 pub mod http;
 pub mod logging;
+pub mod models_json;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod scripted;

@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 
 use super::builder::MessageBuilder;
+use super::compat::ChatCompat;
 use super::sse::SseEvent;
 use super::wire::{self, replay_history, same_model, HttpCall, StreamError};
 use super::ProviderRequest;
@@ -13,7 +14,8 @@ use crate::protocol::message::{AgentMessage, Content, StopReason};
 
 pub fn request(req: &ProviderRequest) -> HttpCall {
     let is_openai = req.model.provider == "openai";
-    let system_role = if is_openai && req.model.reasoning {
+    let compat = ChatCompat::of(&req.model);
+    let system_role = if compat.developer_role && req.model.reasoning {
         "developer"
     } else {
         "system"
@@ -23,15 +25,12 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
     let mut body = json!({
         "model": req.model.id,
         "stream": true,
-        "stream_options": {"include_usage": true},
         "messages": messages,
     });
-    let max_key = if is_openai {
-        "max_completion_tokens"
-    } else {
-        "max_tokens"
-    };
-    body[max_key] = json!(req.model.max_tokens);
+    if compat.usage_in_streaming {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    body[compat.max_tokens_field] = json!(req.model.max_tokens);
     let has_tool_history = req
         .messages
         .iter()
@@ -43,15 +42,17 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
             .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
             .collect();
     }
-    if req.model.reasoning && req.thinking != "off" {
+    if req.model.reasoning && req.thinking != "off" && compat.reasoning_effort {
         body["reasoning_effort"] = json!(if req.thinking == "xhigh" {
             "high"
         } else {
             req.thinking
         });
     }
-    if is_openai {
+    if compat.store {
         body["store"] = json!(false);
+    }
+    if is_openai {
         body["prompt_cache_key"] = json!(req.session_id);
     }
     HttpCall {

@@ -65,10 +65,11 @@ impl SessionLoop {
                 models: self
                     .state
                     .catalog
-                    .available()
-                    .into_iter()
+                    .available_with_discovery()
+                    .iter()
                     .map(|m| m.info())
                     .collect(),
+                models_error: self.state.catalog.models_error().map(str::to_string),
             }),
             Command::SetThinkingLevel(p) => self.set_thinking_level(&p.level),
             Command::CycleThinkingLevel(_) => self.cycle_thinking_level(),
@@ -451,12 +452,7 @@ impl SessionLoop {
     }
 
     fn set_model(&mut self, provider: &str, model_id: &str) -> Reply {
-        let model = self
-            .state
-            .catalog
-            .find(provider, model_id)
-            .cloned()
-            .ok_or(format!("Model not found: {provider}/{model_id}"))?;
+        let model = self.state.catalog.resolve(provider, model_id)?;
         self.state
             .catalog
             .api_key(provider)

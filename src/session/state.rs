@@ -76,6 +76,7 @@ impl Session {
             session_id: self.id.clone(),
             session_file: self.store.path().map(|p| p.display().to_string()),
             session_save_error: self.store.error.clone(),
+            models_error: self.catalog.models_error().map(str::to_string),
             session_name: self.name.clone(),
             auto_compaction_enabled: self.auto_compaction,
             auto_retry_enabled: self.retry.enabled,
