@@ -38,3 +38,5 @@ mod providers;
 mod sessions;
 /// Commands that need no model.
 mod state;
+/// Todo reminders when a run would end with open tasks, and the clear of a finished list.
+mod todo_reminders;
