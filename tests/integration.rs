@@ -28,6 +28,8 @@ mod hardening_provider;
 mod hardening_store;
 /// File tools under hostile input: special files, endless lines, stray schemes, symlinks.
 mod hardening_tools;
+/// Hooks: events and payloads, deny and rewrite, failures, timeouts, abort.
+mod hooks;
 /// Host tools, host URIs, extension UI and the ask tool.
 mod host;
 /// Prompts, tool loops, steering and follow-ups.
