@@ -68,6 +68,9 @@ pub fn run(args: Args, parent: Parent) -> i32 {
         Ok(t) => t,
         Err(e) => return fatal(&e),
     };
+    if args.no_todo_reminders {
+        crate::session::todos::disable_reminders();
+    }
     let agent_dir = cli::agent_dir();
     let catalog = Catalog::load(&agent_dir);
     crate::secrets::Secrets::from_catalog(&catalog, args.pass_secrets_to_tools).install();

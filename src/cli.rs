@@ -95,6 +95,10 @@ pub struct Args {
     #[arg(long)]
     pub pass_secrets_to_tools: bool,
 
+    /// Never remind the model of open todo tasks when it stops (same as GJC_TODO_REMINDERS=0).
+    #[arg(long)]
+    pub no_todo_reminders: bool,
+
     /// Positional arguments are not used in RPC mode; `@file` arguments are refused.
     #[arg(hide = true)]
     pub rest: Vec<String>,

@@ -19,6 +19,7 @@ pub mod cli;
 pub mod client;
 pub mod exec;
 pub mod export_html;
+pub mod hooks;
 pub mod host;
 pub mod ids;
 pub mod memory;

@@ -395,6 +395,12 @@ fn confirm_editor_widget_and_editor_text_requests() {
         "{text}"
     );
     g.event("agent_end");
+    let cleared = frame(&mut g, "extension_ui_request");
+    assert_eq!(
+        (cleared["method"].as_str(), &cleared["widgetLines"]),
+        (Some("setWidget"), &json!([])),
+        "a list with every task done is cleared when the run ends"
+    );
     let branches = g.ok(json!({"type": "get_branch_messages"}));
     let entry = branches["messages"][0]["entryId"].clone();
     g.ok(json!({"type": "branch", "entryId": entry}));

@@ -28,6 +28,8 @@ mod hardening_provider;
 mod hardening_store;
 /// File tools under hostile input: special files, endless lines, stray schemes, symlinks.
 mod hardening_tools;
+/// Hooks: events and payloads, deny and rewrite, failures, timeouts, abort.
+mod hooks;
 /// Host tools, host URIs, extension UI and the ask tool.
 mod host;
 /// Prompts, tool loops, steering and follow-ups.
@@ -40,3 +42,5 @@ mod providers_by_name;
 mod sessions;
 /// Commands that need no model.
 mod state;
+/// Todo reminders when a run would end with open tasks, and the clear of a finished list.
+mod todo_reminders;

@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::message::{AgentMessage, StreamEvent, ToolOutput};
-use super::reply::CompactionResult;
+use super::reply::{CompactionResult, TodoTask};
 
 /// How a run ended, precisely (`agent_end.outcome`). `agent_end.stopReason` stays `completed` for
 /// every one of them, as published clients accept only `completed` and `paused` there.
@@ -108,6 +108,15 @@ pub enum AgentEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         source: Option<&'static str>,
     },
+    /// The run would have ended with these tasks still open; a reminder listing them was added
+    /// and the run goes on (attempt `attempt` of `max_attempts` in this run).
+    TodoReminder {
+        todos: Vec<TodoTask>,
+        attempt: u32,
+        max_attempts: u32,
+    },
+    /// Every task was closed when the run ended; the list was cleared.
+    TodoAutoClear {},
 }
 
 /// Writes a `message_update` event in the reference shape: the partial message as `message` and
@@ -150,6 +159,8 @@ impl AgentEvent {
             AgentEvent::AutoRetryEnd { .. } => "auto_retry_end",
             AgentEvent::ThinkingLevelChanged { .. } => "thinking_level_changed",
             AgentEvent::Notice { .. } => "notice",
+            AgentEvent::TodoReminder { .. } => "todo_reminder",
+            AgentEvent::TodoAutoClear {} => "todo_auto_clear",
         }
     }
 }
@@ -190,6 +201,12 @@ mod tests {
                 message: "m".into(),
                 source: None,
             },
+            AgentEvent::TodoReminder {
+                todos: Vec::new(),
+                attempt: 1,
+                max_attempts: 3,
+            },
+            AgentEvent::TodoAutoClear {},
         ];
         for ev in events {
             let v = serde_json::to_value(&ev).unwrap();

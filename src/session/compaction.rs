@@ -171,6 +171,11 @@ impl SessionLoop {
             .and_then(|u| u.tokens)
             .unwrap_or(0);
         let prompt = summary_prompt(&self.state.messages.messages()?[..cut], custom);
+        self.before_compact_hooks(match origin {
+            Origin::Manual(_) => "manual",
+            Origin::Threshold => "threshold",
+            Origin::Overflow(..) => "overflow",
+        });
         let request = ProviderRequest {
             model: model.clone(),
             api_key,

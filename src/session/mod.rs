@@ -13,6 +13,7 @@
 pub mod commands;
 pub mod compaction;
 pub mod context;
+pub mod hooks;
 pub mod queue;
 pub mod retry;
 pub mod run;
@@ -146,6 +147,7 @@ impl SessionLoop {
     /// Runs until stdin closes (or a shutdown signal), then aborts what runs and returns.
     pub fn run(mut self) {
         self.registry_update();
+        self.start_hooks();
         while !self.closing {
             match self.next_event() {
                 Event::Control(ControlFrame::Command { id, command }) => {
@@ -225,6 +227,7 @@ impl SessionLoop {
             ));
         }
         self.flush_held();
+        self.end_hooks();
         self.bash.shutdown();
         self.host.shutdown("RPC client disconnected");
         self.state.store.sync();

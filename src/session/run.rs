@@ -39,6 +39,8 @@ pub struct Run {
     pub deferred_bash: Vec<BashExecutionMessage>,
     /// A context overflow was already compacted once in this run; a second one is an error.
     pub overflow_compacted: bool,
+    /// Todo reminders added in this run (`session/todos.rs`), bounded per run.
+    pub todo_reminders: u32,
 }
 
 pub enum Phase {
@@ -115,6 +117,7 @@ impl SessionLoop {
             retry_attempt: 0,
             deferred_bash: Vec::new(),
             overflow_compacted: false,
+            todo_reminders: 0,
         });
         self.emit(AgentEvent::AgentStart {});
         self.emit(AgentEvent::TurnStart {});
@@ -468,10 +471,18 @@ impl SessionLoop {
             next = self.state.queues.poll_follow_up();
         }
         if next.is_empty() && !ran_tools {
-            if self.over_threshold() && self.start_compaction(Origin::Threshold, None).is_ok() {
-                return;
+            match self.todo_reminder() {
+                Some(reminder) => next.push(reminder),
+                None => {
+                    self.clear_finished_todos();
+                    if self.over_threshold()
+                        && self.start_compaction(Origin::Threshold, None).is_ok()
+                    {
+                        return;
+                    }
+                    return self.end_run(Outcome::Completed, None);
+                }
             }
-            return self.end_run(Outcome::Completed, None);
         }
         self.emit(AgentEvent::TurnStart {});
         for m in next {
