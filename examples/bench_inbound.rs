@@ -3,7 +3,7 @@
 //! reading stdout (then reads everything). Each figure is the median of a few runs; the idle RSS
 //! comes from the same processes.
 //!
-//! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/bench_inbound [runs] [commands]`
+//! Run: `cargo build --release --bins --examples && target/release/examples/bench_inbound [runs] [commands]`
 //! (`GJC_BIN=/path/to/gjc` measures another build.)
 
 mod common;

@@ -1,7 +1,7 @@
 //! `grep` and `find` tools on a generated 100,000-file tree, beside `rg` and `find` when they are
 //! installed, in the same run.
 //!
-//! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/bench_search [files]`
+//! Run: `cargo build --release --bins --examples && target/release/examples/bench_search [files]`
 
 mod common;
 

@@ -4,7 +4,7 @@
 //! byte of its response line; the host's own parse of that line is printed on its own, and so is
 //! `cat` moving the same bytes into the same host (the floor under any reader of those bytes).
 //!
-//! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/bench_sessions`
+//! Run: `cargo build --release --bins --examples && target/release/examples/bench_sessions`
 
 mod common;
 

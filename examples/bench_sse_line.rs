@@ -3,7 +3,7 @@
 //! process's idle peak measured just before the prompt. Also the time from prompt to `agent_end`
 //! and the error the run ended with. Medians over the runs.
 //!
-//! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/bench_sse_line [runs]`
+//! Run: `cargo build --release --bins --examples && target/release/examples/bench_sse_line [runs]`
 
 mod common;
 #[path = "../tests/support/fake_provider.rs"]

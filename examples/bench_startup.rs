@@ -1,12 +1,17 @@
 //! Startup benchmark: spawn → `ready`, spawn → first `get_state` response, and RSS when idle after
-//! ready, for gjc and for a baseline process (baseline_echo) measured in the same run, interleaved.
+//! ready, for one or more gjc binaries and for a baseline process (baseline_echo) measured in the
+//! same run, interleaved.
 //!
-//! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/bench_startup [runs]`
+//! Run: `cargo build --release --bins --examples && target/release/examples/bench_startup [runs] [gjc...]`
+//!
+//! Without binaries it measures the gjc next to it (`target/release/gjc`, or `GJC_BIN`). To compare
+//! the plain build with the release script's: `.cargo/release.sh` then
+//! `target/release/examples/bench_startup 30 target/release/gjc target/x86_64-unknown-linux-gnu/release/gjc target/x86_64-unknown-linux-musl/release/gjc`.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,14 +23,11 @@ struct Sample {
     rss_kib: u64,
 }
 
-fn measure(program: &Path, args: &[&str]) -> Sample {
+fn measure(program: &Path, args: &[&str], agent_dir: &Path) -> Sample {
     let started = Instant::now();
     let mut child = Command::new(program)
         .args(args)
-        .env(
-            "GJC_CODING_AGENT_DIR",
-            std::env::temp_dir().join("gjc-bench-agent"),
-        )
+        .env("GJC_CODING_AGENT_DIR", agent_dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -57,30 +59,51 @@ fn measure(program: &Path, args: &[&str]) -> Sample {
 }
 
 fn main() {
-    let runs: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(30);
-    let gjc = gjc_bin();
+    let mut argv = std::env::args().skip(1);
+    let runs: usize = argv.next().and_then(|a| a.parse().ok()).unwrap_or(30);
+    let mut programs: Vec<PathBuf> = argv.map(PathBuf::from).collect();
+    if programs.is_empty() {
+        programs.push(gjc_bin());
+    }
+    for p in &programs {
+        assert!(p.is_file(), "no gjc binary at {}", p.display());
+    }
     let baseline = sibling("baseline_echo");
     assert!(
         baseline.is_file(),
         "build the examples first: cargo build --release --bins --examples"
     );
-    let (mut g, mut b) = (Vec::new(), Vec::new());
-    measure(&gjc, &["--mode", "rpc"]);
-    for _ in 0..runs {
-        g.push(measure(&gjc, &["--mode", "rpc"]));
-        b.push(measure(&baseline, &[]));
+    // Sessions and the registry go to a folder removed at exit, not to ~/.gjc.
+    let agent_dir = tempfile::Builder::new()
+        .prefix("gjc-bench-agent-")
+        .tempdir()
+        .expect("temporary agent dir");
+    let agent_dir = agent_dir.path();
+    let gjc_args = ["--mode", "rpc"];
+    let mut samples: Vec<Vec<Sample>> = programs.iter().map(|_| Vec::new()).collect();
+    let mut b = Vec::new();
+    for p in &programs {
+        measure(p, &gjc_args, agent_dir);
     }
-    println!("startup, {runs} runs each, interleaved (median / p90):");
-    report("spawn -> ready (ms)", &g, &b, |s| s.ready);
-    report("spawn -> first get_state response (ms)", &g, &b, |s| {
-        s.first_response
-    });
-    report("idle RSS after ready (MB)", &g, &b, |s| {
-        s.rss_kib as f64 / 1024.0
-    });
+    for _ in 0..runs {
+        for (p, s) in programs.iter().zip(&mut samples) {
+            s.push(measure(p, &gjc_args, agent_dir));
+        }
+        b.push(measure(&baseline, &[], agent_dir));
+    }
+    for (p, g) in programs.iter().zip(&samples) {
+        println!(
+            "startup of {}, {runs} runs each, interleaved (median / p90):",
+            p.display()
+        );
+        report("spawn -> ready (ms)", g, &b, |s| s.ready);
+        report("spawn -> first get_state response (ms)", g, &b, |s| {
+            s.first_response
+        });
+        report("idle RSS after ready (MB)", g, &b, |s| {
+            s.rss_kib as f64 / 1024.0
+        });
+    }
 }
 
 fn report(what: &str, g: &[Sample], b: &[Sample], f: impl Fn(&Sample) -> f64) {

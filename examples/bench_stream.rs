@@ -9,7 +9,7 @@
 //!   the same stream, and beside another gjc binary (`GJC_BASELINE_BIN`, e.g. a previous release)
 //!   when one is given.
 //!
-//! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/bench_stream`
+//! Run: `cargo build --release --bins --examples && target/release/examples/bench_stream`
 
 mod common;
 #[path = "../tests/support/fake_provider.rs"]

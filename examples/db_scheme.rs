@@ -2,10 +2,9 @@
 //! reads and writes of `db://users/<id>` from an in-memory table. gjc runs in an empty scratch
 //! folder, and the example fails unless the write reached the table: nothing lands on disk.
 //!
-//! `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/db_scheme`
+//! `cargo build --release --bins --examples && target/release/examples/db_scheme`
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::DirBuilderExt;
 use std::time::Duration;
 
 use gjc::client::RpcClient;
@@ -19,12 +18,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         {"content": [{"type": "toolCall", "name": "write", "arguments": {"path": "db://users/42", "content": "id=42\nname=Alice Liddell\n"}}]},
         {"content": [{"type": "text", "text": "Updated user 42's name."}]}
     ]});
-    let scratch = std::env::temp_dir().join(format!("gjc-db-scheme-{}", std::process::id()));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .recursive(true)
-        .create(&scratch)?;
-    let path = scratch.join("script.json");
+    // The working dir must stay empty; the script, sessions and registry live in the agent dir.
+    // Both are removed at exit, also when a step fails; ~/.gjc is never touched.
+    let scratch = tempfile::tempdir()?;
+    let scratch = scratch.path();
+    let agent_dir = tempfile::tempdir()?;
+    let path = agent_dir.path().join("script.json");
     std::fs::write(&path, script.to_string())?;
     let mut rows: BTreeMap<String, String> = BTreeMap::from([(
         "db://users/42".to_string(),
@@ -33,7 +32,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut gjc = RpcClient::builder(RpcClient::default_program())
         .args(["--provider", "scripted", "--script"])
         .arg(&path)
-        .current_dir(&scratch)
+        .env("GJC_CODING_AGENT_DIR", agent_dir.path())
+        .current_dir(scratch)
         .spawn()?;
     gjc.recv(WAIT)?;
     let r = gjc.request(json!({"type": "set_host_uri_schemes", "schemes": [{"scheme": "db", "description": "Rows of the users table", "writable": true}]}), WAIT)?;
@@ -68,9 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     gjc.close_stdin();
     gjc.wait_exit(Duration::from_secs(5))
         .ok_or("gjc did not exit")?;
-    std::fs::remove_file(&path)?;
-    let stray: Vec<_> = std::fs::read_dir(&scratch)?.collect();
-    std::fs::remove_dir_all(&scratch)?;
+    let stray: Vec<_> = std::fs::read_dir(scratch)?.collect();
     if !stray.is_empty() {
         return Err("gjc wrote a local file instead of asking the host".into());
     }

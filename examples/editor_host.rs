@@ -1,13 +1,20 @@
-//! An editor-style host: spawns `gjc --mode rpc`, waits for `ready`, prints `get_state`, seeds a
-//! todo plan, asks the agent to fix a failing test in a scratch project, renders the run as it
-//! streams, prints the session stats and exits cleanly by closing gjc's stdin.
+//! An editor-style host: spawns the agent in RPC mode, waits for `ready`, seeds a todo plan, asks
+//! the agent to fix a failing test in a scratch project and tells the run as it streams: the
+//! assistant's text and one line per tool call with its result. It then checks the test itself
+//! and exits cleanly by closing the agent's stdin.
 //!
 //! With ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY set it uses the real model; without
 //! one (or with `--scripted`) it uses the scripted provider, replaying a recorded session with no
 //! network. The tools run for real either way.
 //!
-//! Run: `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/editor_host`
+//! The agent is this very program: started again with `AGENT_MARKER` set, it runs
+//! `gjc::entry::main`, exactly what the `gjc` binary runs, so one `cargo run` builds all it needs.
+//! Set `GJC_BIN` to drive a separately built `gjc` instead. The project and the agent dir
+//! (`GJC_CODING_AGENT_DIR`: sessions, the session registry) are temporary and removed at exit.
+//!
+//! Run: `cargo run --release --example editor_host [-- --scripted]`
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gjc::client::RpcClient;
@@ -15,66 +22,105 @@ use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(300);
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Set in the environment of the child this example starts: the child is the agent.
+const AGENT_MARKER: &str = "GJC_EDITOR_HOST_AS_AGENT";
+
+/// How much of a tool result or argument one story line shows.
+const SUMMARY_CHARS: usize = 90;
+
+const TASK: &str = "test.sh fails. Read math.sh, run ./test.sh, fix the bug with the edit tool \
+and run the test again. Keep the fix minimal.";
+
+fn main() {
+    if std::env::var_os(AGENT_MARKER).is_some() {
+        std::process::exit(gjc::entry::main());
+    }
+    if let Err(e) = host() {
+        eprintln!("editor_host: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn host() -> Result<(), Box<dyn std::error::Error>> {
     let scripted = std::env::args().any(|a| a == "--scripted")
         || ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"]
             .iter()
             .all(|k| std::env::var(k).map_or(true, |v| v.trim().is_empty()));
-    let project = scratch_project()?;
-    let mut builder = RpcClient::builder(RpcClient::default_program())
+    // Both folders are removed when they drop, also when a step below fails.
+    let project = tempfile::Builder::new()
+        .prefix("gjc-editor-host-")
+        .tempdir()?;
+    let agent_dir = tempfile::Builder::new()
+        .prefix("gjc-editor-host-agent-")
+        .tempdir()?;
+    write_project(project.path())?;
+
+    let (program, which) = agent_program()?;
+    println!("Fixing a failing test with gjc, as an editor would drive it.");
+    println!(
+        "  project    {} (math.sh, test.sh)",
+        project.path().display()
+    );
+    println!(
+        "  agent dir  {} (temporary, via GJC_CODING_AGENT_DIR: ~/.gjc is not touched)",
+        agent_dir.path().display()
+    );
+    println!("  agent      {which}");
+
+    let mut builder = RpcClient::builder(&program)
+        .env(AGENT_MARKER, "1")
+        .env("GJC_CODING_AGENT_DIR", agent_dir.path())
         .arg("--cwd")
-        .arg(&project)
+        .arg(project.path())
         .forward_stderr("gjc: ");
-    let script_path = project.join(".session-script.json");
     if scripted {
-        std::fs::write(&script_path, recorded_session().to_string())?;
+        let script = agent_dir.path().join("recorded-session.json");
+        std::fs::write(&script, recorded_session().to_string())?;
         builder = builder
             .args(["--provider", "scripted", "--script"])
-            .arg(&script_path);
+            .arg(&script);
     }
     let mut gjc = builder.spawn()?;
-    let ready = gjc.recv(Duration::from_secs(10))?;
-    println!("<- {}", ready.line);
+    gjc.recv(Duration::from_secs(10))?;
 
     let state = gjc.request(json!({"type": "get_state"}), WAIT)?;
     let model = &state["data"]["model"];
     println!(
-        "model: {}/{} ({})",
+        "  model      {}/{} ({})",
         model["provider"].as_str().unwrap_or("?"),
         model["id"].as_str().unwrap_or("?"),
-        if scripted { "scripted replay" } else { "live" }
+        if scripted {
+            "replay of a recorded session, no network"
+        } else {
+            "live"
+        }
     );
-    println!("state: {}", serde_json::to_string_pretty(&state["data"])?);
-
     let todos = gjc.request(
         json!({"type": "set_todos", "phases": [{"name": "Fix the test", "tasks": [
             {"content": "Find why test.sh fails", "status": "in_progress"},
             {"content": "Fix math.sh and rerun the test", "status": "pending"}]}]}),
         WAIT,
     )?;
-    println!("todos: {}", todos["data"]["todoPhases"]);
+    check(&todos, "set_todos")?;
+    println!("  plan       2 todos set with set_todos\n");
 
-    let ack = gjc.request(
-        json!({"type": "prompt", "message": "test.sh fails. Read math.sh, run ./test.sh, fix the bug with the edit tool and run the test again. Keep the fix minimal."}),
-        WAIT,
-    )?;
-    if ack["success"] != true {
-        return Err(format!("prompt refused: {}", ack["error"]).into());
-    }
-    render_run(&mut gjc)?;
+    println!("you: {TASK}");
+    let ack = gjc.request(json!({"type": "prompt", "message": TASK}), WAIT)?;
+    check(&ack, "prompt")?;
+    tell_run(&mut gjc)?;
 
     let stats = gjc.request(json!({"type": "get_session_stats"}), WAIT)?;
-    println!("\nstats: {}", stats["data"]);
+    let s = &stats["data"];
     println!(
-        "math.sh now:\n{}",
-        std::fs::read_to_string(project.join("math.sh"))?
+        "\nsession: {} assistant messages, {} tool calls, {} input / {} output tokens",
+        s["assistantMessages"], s["toolCalls"], s["tokens"]["input"], s["tokens"]["output"]
     );
     let test = std::process::Command::new("sh")
         .arg("test.sh")
-        .current_dir(&project)
+        .current_dir(project.path())
         .output()?;
     println!(
-        "test.sh after the run: {}",
+        "checked by the host: sh test.sh says {}",
         String::from_utf8_lossy(&test.stdout).trim()
     );
 
@@ -82,67 +128,117 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let status = gjc
         .wait_exit(Duration::from_secs(5))
         .ok_or("gjc did not exit after stdin closed")?;
-    println!("gjc exited with {status}");
-    let _ = std::fs::remove_dir_all(&project);
+    println!("stdin closed; gjc exited with {status}; temporary folders removed");
+    if !status.success() {
+        return Err(format!("gjc exited with {status}").into());
+    }
     if !test.status.success() {
         return Err("the test still fails".into());
     }
     Ok(())
 }
 
-/// Prints text as it streams and one line per tool call, until `agent_end`.
-fn render_run(gjc: &mut RpcClient) -> Result<(), Box<dyn std::error::Error>> {
-    use std::io::Write;
+/// `GJC_BIN` when set, else this program acting as the agent.
+fn agent_program() -> std::io::Result<(PathBuf, String)> {
+    if let Some(bin) = std::env::var_os("GJC_BIN") {
+        let bin = PathBuf::from(bin);
+        let which = format!("{} --mode rpc (from GJC_BIN)", bin.display());
+        return Ok((bin, which));
+    }
+    let me = std::env::current_exe()?;
+    Ok((me, "this program re-run as gjc --mode rpc".into()))
+}
+
+fn check(reply: &Value, what: &str) -> Result<(), String> {
+    if reply["success"] == true {
+        Ok(())
+    } else {
+        Err(format!("{what} refused: {}", reply["error"]))
+    }
+}
+
+/// One line per assistant text and per finished tool call, until `agent_end`.
+fn tell_run(gjc: &mut RpcClient) -> Result<(), Box<dyn std::error::Error>> {
     loop {
         let frame = gjc.recv(WAIT)?.value;
         if frame["type"] != "event" {
-            println!("\n<- {frame}");
+            // Host requests (status lines, titles) need no answer from this host.
             continue;
         }
         let event = &frame["payload"]["event"];
         match frame["payload"]["event_type"].as_str().unwrap_or("") {
             "message_update" => {
-                let delta = &event["assistantMessageEvent"];
-                match delta["type"].as_str() {
-                    Some("thinking_start") => print!("\n(thinking) "),
-                    Some("text_start") => println!(),
+                let part = &event["assistantMessageEvent"];
+                match part["type"].as_str() {
+                    Some("text_end") => println!("gjc: {}", text_of(&part["content"])),
+                    Some("thinking_end") => {
+                        println!("gjc (thinking): {}", clip(text_of(&part["content"])))
+                    }
                     _ => {}
                 }
-                if delta["type"] == "text_delta" || delta["type"] == "thinking_delta" {
-                    print!("{}", delta["delta"].as_str().unwrap_or(""));
-                    std::io::stdout().flush()?;
-                }
             }
-            "tool_execution_start" => println!(
-                "\n[tool] {} {}",
-                event["toolName"].as_str().unwrap_or("?"),
-                event["args"]
-            ),
             "tool_execution_end" => {
-                let text = first_text(&event["result"]);
-                let status = if event["isError"] == true {
-                    "error"
+                let outcome = if event["isError"] == true {
+                    "failed"
                 } else {
                     "ok"
                 };
                 println!(
-                    "[tool {status}] {}",
-                    text.lines()
-                        .take(6)
-                        .collect::<Vec<_>>()
-                        .join("\n             ")
+                    "  {} {} -> {outcome}: {}",
+                    event["toolName"].as_str().unwrap_or("?"),
+                    clip(&describe_args(event)),
+                    summarize(&first_text(&event["result"]))
                 );
             }
-            "auto_retry_start" => println!("\n[retry] {}", event["errorMessage"]),
+            "auto_retry_start" => println!("  (retrying: {})", event["errorMessage"]),
             "message_end" if event["message"]["stopReason"] == "error" => {
-                println!("\n[error] {}", event["message"]["errorMessage"])
+                println!("  (model error: {})", event["message"]["errorMessage"])
             }
             "agent_end" => {
-                println!("\n[done] {}", event["stopReason"]);
+                println!("run ended: {}", event["stopReason"].as_str().unwrap_or("?"));
                 return Ok(());
             }
             _ => {}
         }
+    }
+}
+
+fn text_of(v: &Value) -> &str {
+    v.as_str().unwrap_or("").trim()
+}
+
+/// The argument a reader cares about for the common tools; compact JSON for the rest.
+fn describe_args(event: &Value) -> String {
+    let args = &event["args"];
+    let field = |name: &str| args[name].as_str().map(str::to_string);
+    let described = match event["toolName"].as_str().unwrap_or("") {
+        "read" | "write" | "ls" => field("path"),
+        "edit" => field("path").map(|p| {
+            let n = args["edits"].as_array().map_or(0, Vec::len);
+            format!("{p} ({n} edit{})", if n == 1 { "" } else { "s" })
+        }),
+        "bash" => field("command").map(|c| format!("`{c}`")),
+        "grep" | "find" => field("pattern"),
+        "todo_write" => Some("(plan update)".into()),
+        _ => None,
+    };
+    described.unwrap_or_else(|| args.to_string())
+}
+
+/// The first line of a result and how many more there are.
+fn summarize(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = clip(lines.next().unwrap_or("(no output)"));
+    match lines.count() {
+        0 => first,
+        n => format!("{first} (+{n} more line{})", if n == 1 { "" } else { "s" }),
+    }
+}
+
+fn clip(text: &str) -> String {
+    match text.char_indices().nth(SUMMARY_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
     }
 }
 
@@ -154,9 +250,7 @@ fn first_text(result: &Value) -> String {
         .to_string()
 }
 
-fn scratch_project() -> std::io::Result<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!("gjc-editor-host-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+fn write_project(dir: &Path) -> std::io::Result<()> {
     std::fs::write(
         dir.join("math.sh"),
         "# Arithmetic helpers.\nadd() {\n  echo $(( $1 - $2 ))\n}\n",
@@ -164,8 +258,7 @@ fn scratch_project() -> std::io::Result<std::path::PathBuf> {
     std::fs::write(
         dir.join("test.sh"),
         "#!/bin/sh\n. ./math.sh\nif [ \"$(add 2 3)\" = 5 ]; then echo PASS; else echo \"FAIL: add 2 3 gave $(add 2 3)\"; exit 1; fi\n",
-    )?;
-    Ok(dir)
+    )
 }
 
 /// The recorded session the scripted provider replays: the same steps a model takes.

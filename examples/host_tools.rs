@@ -2,7 +2,7 @@
 //! `host_tool_call` (with a progress update, then the result), and prints the run.
 //!
 //! Runs on the scripted provider by default, so it needs no key:
-//! `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/host_tools`
+//! `cargo build --release --bins --examples && target/release/examples/host_tools`
 
 use std::time::Duration;
 
@@ -16,9 +16,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         {"content": [{"type": "text", "text": "Looking the ticket up."}, {"type": "toolCall", "name": "lookup_ticket", "arguments": {"id": "GJC-42"}}]},
         {"content": [{"type": "text", "text": "GJC-42 is open and assigned to Ada."}]}
     ]});
-    let path = std::env::temp_dir().join(format!("gjc-host-tools-{}.json", std::process::id()));
+    // The script, sessions and registry go to a folder removed at exit, never to ~/.gjc.
+    let agent_dir = tempfile::tempdir()?;
+    let path = agent_dir.path().join("script.json");
     std::fs::write(&path, script.to_string())?;
     let mut gjc = RpcClient::builder(RpcClient::default_program())
+        .env("GJC_CODING_AGENT_DIR", agent_dir.path())
         .args(["--provider", "scripted", "--script"])
         .arg(&path)
         .spawn()?;
@@ -78,6 +81,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     gjc.close_stdin();
     gjc.wait_exit(Duration::from_secs(5))
         .ok_or("gjc did not exit")?;
-    let _ = std::fs::remove_file(path);
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! free-text question through `select` and `input` dialogs; this host answers them (as an editor
 //! would after showing the dialogs) and prints the notices it receives.
 //!
-//! `cargo build --release --bins --examples && target/x86_64-unknown-linux-gnu/release/examples/ui_host`
+//! `cargo build --release --bins --examples && target/release/examples/ui_host`
 
 use std::time::Duration;
 
@@ -19,9 +19,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ]}}]},
         {"content": [{"type": "text", "text": "I'll scaffold it with the answers."}]}
     ]});
-    let path = std::env::temp_dir().join(format!("gjc-ui-host-{}.json", std::process::id()));
+    // The script, sessions and registry go to a folder removed at exit, never to ~/.gjc.
+    let agent_dir = tempfile::tempdir()?;
+    let path = agent_dir.path().join("script.json");
     std::fs::write(&path, script.to_string())?;
     let mut gjc = RpcClient::builder(RpcClient::default_program())
+        .env("GJC_CODING_AGENT_DIR", agent_dir.path())
         .args([
             "--provider",
             "scripted",
@@ -71,6 +74,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     gjc.close_stdin();
     gjc.wait_exit(Duration::from_secs(5))
         .ok_or("gjc did not exit")?;
-    let _ = std::fs::remove_file(path);
     Ok(())
 }

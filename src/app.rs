@@ -260,8 +260,11 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::thread::JoinHand
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
+            let name = std::thread::current().name().unwrap_or("?").to_string();
+            log::debug!("thread {name} started");
             exec::test_panic_point();
-            f()
+            f();
+            log::debug!("thread {name} stopped");
         })
         .unwrap_or_else(|e| {
             log::error!("cannot start thread {name}: {e}");

@@ -12,7 +12,8 @@ use clap::Parser;
     about = "A coding agent driven over newline-delimited JSON on stdio",
     long_about = "gjc runs as a subprocess of an editor, IDE plugin, orchestrator or CI script. With --mode rpc it \
 reads one JSON command per line on stdin and writes responses and events, one JSON object per line, on stdout. \
-Logs go to stderr (RUST_LOG=debug for more). See docs/protocol.md for the wire format."
+Logs go to stderr (RUST_LOG=debug for more). See docs/protocol.md for the wire format.",
+    after_long_help = AFTER_LONG_HELP
 )]
 pub struct Args {
     /// Protocol mode; only `rpc` is available.
@@ -103,6 +104,52 @@ pub struct Args {
     #[arg(hide = true)]
     pub rest: Vec<String>,
 }
+
+/// `gjc --help` after the options: what a host author needs beyond the flags.
+const AFTER_LONG_HELP: &str = "\
+Environment:
+  GJC_CODING_AGENT_DIR        The agent dir (default: ~/.gjc/agent).
+  HOME                        Finds ~/.gjc, expands ~ in tool paths, names session folders.
+  ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY (or GOOGLE_API_KEY), DEEPSEEK_API_KEY,
+  GROQ_API_KEY, OPENROUTER_API_KEY, XAI_API_KEY, MISTRAL_API_KEY
+                              Provider keys; models.json may name other variables as apiKey.
+                              Removed from the environment of shell commands unless
+                              --pass-secrets-to-tools; their values are redacted in output.
+  RUST_LOG                    Log filter for stderr (default: warn; debug shows threads,
+                              commands, provider requests, retries and tools, never keys or
+                              message contents).
+  TMPDIR                      Where the private spill folder for long bash outputs goes.
+  GJC_RPC_EMIT_TITLE          1, true, yes or on: emit setTitle requests.
+  GJC_MAX_LINE_BYTES          Longest command line on stdin (default: 64 MiB).
+  GJC_SSE_MAX_LINE_BYTES      Longest line in a provider's event stream (default: 16 MiB).
+  GJC_SSE_MAX_EVENT_BYTES     Largest event in a provider's event stream (default: 32 MiB).
+  GJC_STREAM_IDLE_TIMEOUT_MS  A stream silent this long has stalled (default: 300000).
+  GJC_RETRY_BASE_MS           First back-off before retrying a provider (default: 2000).
+  GJC_RETRY_AFTER_MAX_MS      Longest retry-after a provider may ask for (default: 60000).
+  GJC_COMPACT_KEEP_TOKENS     Tokens kept verbatim after a compaction summary (default: 20000).
+  GJC_TEST_PANIC              Debug builds only, for tests: the thread named here panics.
+
+Exit status:
+  0    stdin closed, or SIGTERM, SIGINT, SIGHUP or the parent's exit, and gjc shut down cleanly.
+  1    a thread could not be started.
+  2    a bad command line, or start-up could not proceed (no such --cwd, unknown tool, no model).
+  101  a thread crashed (the others are stopped and shell commands killed), or frames were left
+       unwritten because stdout was not being read at shutdown.
+
+Files (<agent dir> is GJC_CODING_AGENT_DIR or ~/.gjc/agent):
+  reads   <agent dir>/models.json             Providers and models beyond the built-in ones.
+  reads   <agent dir>/AGENTS.md (or CLAUDE.md), then those from / down to the working dir;
+          <agent dir>/skills/*/SKILL.md and <cwd>/.gjc/skills/*/SKILL.md (skipped with
+          --no-rules and --no-skills).
+  writes  <agent dir>/sessions/<folder for the cwd>/*.jsonl, or --session-dir; none with
+          --no-session. Session commands may read other session files there.
+  writes  <agent dir>/rpc-sessions/<session id>.json   Which process runs which session;
+          removed at exit.
+  writes  $TMPDIR/gjc-*/                     Full outputs of truncated bash commands (private,
+          0700); removed at exit unless --keep-bash-output.
+  Tools read and write files under the working dir as the model asks.
+
+Protocol reference: docs/protocol.md (every command, event and error).";
 
 /// The thinking levels `--thinking` takes: `inherit` and `max` besides the model's own.
 pub const THINKING_ARGS: [&str; 8] = [
@@ -247,6 +294,27 @@ mod tests {
 #[cfg(test)]
 mod version_tests {
     use clap::CommandFactory;
+
+    /// Every variable the agent reads by name (`env::var("NAME")`, `env::var_os("NAME")`) is in
+    /// `--help`. The client library's `GJC_BIN` is read by hosts, not by gjc.
+    #[test]
+    fn help_names_every_environment_variable() {
+        let read = regex::Regex::new(r#"env::var(?:_os)?\(\s*"([A-Z0-9_]+)""#).unwrap();
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut names = Vec::new();
+        for entry in ignore::Walk::new(&src).filter_map(Result::ok) {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("client.rs") {
+                let text = std::fs::read_to_string(path).unwrap();
+                names.extend(read.captures_iter(&text).map(|c| c[1].to_string()));
+            }
+        }
+        assert!(names.len() > 10, "the scan found only {names:?}");
+        let help = super::Args::command().render_long_help().to_string();
+        for name in names {
+            assert!(help.contains(&name), "--help does not mention {name}");
+        }
+    }
 
     #[test]
     fn version_names_the_protocol_version() {

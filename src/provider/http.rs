@@ -76,6 +76,12 @@ pub fn run_stream(
         }
     };
     let status = response.status().as_u16();
+    log::debug!(
+        "{}/{} answered HTTP {status} after {} ms",
+        model.provider,
+        model.id,
+        started.elapsed().as_millis()
+    );
     if status != 200 {
         return http_error(builder, sink, cancel, response);
     }
@@ -105,6 +111,12 @@ fn stream(
             return fail(builder, sink, cancel, message, None, transient, None)
         }
     };
+    log::debug!(
+        "{}/{} stream ended ({stop:?}) after {} ms",
+        request.model.provider,
+        request.model.id,
+        started.elapsed().as_millis()
+    );
     let mut message = builder.finish(stop);
     message.duration = Some(started.elapsed().as_millis() as u64);
     message.usage.finish_totals();
@@ -279,6 +291,9 @@ pub fn fail(
         return;
     }
     let (transient, overflow) = classify_message(&message, status, transient);
+    log::debug!(
+        "provider request failed (status {status:?}, retryable {transient}, retry-after {retry_after:?}, context overflow {overflow})"
+    );
     let message = builder.fail(StopReason::Error, message, status);
     sink.send(ProviderEvent::Failed(ProviderFailure {
         message,

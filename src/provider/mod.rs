@@ -131,6 +131,12 @@ pub fn start_stream(
     let sink = EventSink { generation, tx };
     let agent = (request.model.api != Api::Scripted).then(http::agent);
     let worker_agent = agent.clone();
+    log::debug!(
+        "provider request {} for {}/{} (generation {generation})",
+        if agent.is_some() { "starts" } else { "replays" },
+        request.model.provider,
+        request.model.id
+    );
     let spawned = std::thread::Builder::new()
         .name("gjc-provider".into())
         .spawn(move || match worker_agent {

@@ -294,9 +294,11 @@ pub fn spawn(
             });
         }),
     };
+    log::debug!("tool {} call {call_id} starts", tool.name());
     let worker = std::thread::Builder::new()
         .name("gjc-tool".into())
         .spawn(move || {
+            let started = std::time::Instant::now();
             let mut output = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 tool.execute(&args, &ctx)
             }))
@@ -304,6 +306,12 @@ pub fn spawn(
                 ToolOutput::error(format!("tool {} failed unexpectedly", tool.name()))
             });
             crate::secrets::scrub_output(&mut output);
+            log::debug!(
+                "tool {} call {call_id} ended ({}) after {} ms",
+                tool.name(),
+                if output.is_error { "error" } else { "ok" },
+                started.elapsed().as_millis()
+            );
             let _ = tx.send(ToolMsg {
                 generation,
                 call_id,

@@ -77,6 +77,7 @@ pub fn run(input: impl Read, routes: StdinRoutes, max_line: usize) {
         give_back_if_grown(&mut line);
         // Send failures mean the receiving thread has gone (shutdown); nothing is left to do.
         let Some(inbound) = inbound else { continue };
+        log_inbound(&inbound);
         match inbound {
             Inbound::Command { id, command } if command.is_control() => {
                 let _ = control.send(ControlFrame::Command { id, command });
@@ -93,6 +94,18 @@ pub fn run(input: impl Read, routes: StdinRoutes, max_line: usize) {
     drop(lookahead);
     log::debug!("stdin closed");
     let _ = control.send(ControlFrame::InputClosed);
+}
+
+/// What arrived, for a person debugging a host: the command type and id, never its fields.
+fn log_inbound(inbound: &Inbound) {
+    match inbound {
+        Inbound::Command { id, command } => match id {
+            Some(id) => log::debug!("command {} id {id}", command.name()),
+            None => log::debug!("command {} without id", command.name()),
+        },
+        Inbound::HostReply(_) => log::debug!("host reply"),
+        Inbound::Invalid(_) => log::debug!("line refused with an error response"),
+    }
 }
 
 /// The line cap: `GJC_MAX_LINE_BYTES` when set, else 64 MiB.

@@ -1,0 +1,31 @@
+//! What the `gjc` binary does from start to exit, as a library function so that a program
+//! embedding gjc (an example that re-executes itself as the agent) runs exactly the same steps.
+
+use clap::Parser;
+
+/// Parses the command line, sets up logging on stderr and runs RPC mode. Returns the exit code:
+/// 0 after a clean shutdown, 2 for a bad command line, 101 when a role thread crashed.
+pub fn main() -> i32 {
+    // Taken before anything else: a parent that dies during start-up is still noticed.
+    let parent = crate::app::Parent::current();
+    crate::memory::limit_arenas();
+    let args = crate::cli::Args::parse();
+    // Logs never touch stdout, which carries only protocol frames. The HTTP stack's wire dumps
+    // (keys and headers in hex) stay off whatever RUST_LOG says.
+    let logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+            .target(env_logger::Target::Stderr)
+            .build();
+    let max_level = logger.filter();
+    if let Err(e) = crate::provider::logging::install(logger, max_level) {
+        eprintln!("gjc: cannot set up logging: {e}");
+    }
+    let args = match args.validate() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("gjc: {e}");
+            return 2;
+        }
+    };
+    crate::app::run(args, parent)
+}
