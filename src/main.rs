@@ -7,6 +7,9 @@ fn main() {
     let parent = gjc::app::Parent::current();
     gjc::memory::limit_arenas();
     let args = gjc::cli::Args::parse();
+    if let Some(name) = &args.print_schema {
+        std::process::exit(print_schema(name));
+    }
     // Logs never touch stdout, which carries only protocol frames. The HTTP stack's wire dumps
     // (keys and headers in hex) stay off whatever RUST_LOG says.
     let logger =
@@ -25,4 +28,25 @@ fn main() {
         }
     };
     std::process::exit(gjc::app::run(args, parent));
+}
+
+/// `--print-schema[=NAME]`: the schemas are generated from the protocol types, here and now.
+fn print_schema(name: &str) -> i32 {
+    use std::io::Write;
+    let schema = match name {
+        "all" => gjc::protocol::schema::bundle(),
+        one => match gjc::protocol::schema::by_name(one) {
+            Some(schema) => schema,
+            None => unreachable!("clap accepts only the listed names"),
+        },
+    };
+    let text = gjc::protocol::schema::render(&schema);
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("gjc: cannot write the schema: {e}");
+            1
+        }
+    }
 }
