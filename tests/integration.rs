@@ -34,6 +34,8 @@ mod host;
 mod prompt;
 /// Recorded provider streams and what is sent back.
 mod providers;
+/// The published JSON Schemas: current, printed, true of real frames.
+mod schema;
 /// Sessions on disk.
 mod sessions;
 /// Commands that need no model.

@@ -79,6 +79,8 @@ impl State {
         let value: Value =
             serde_json::from_str(line).map_err(|e| format!("not one JSON document: {e}"))?;
         let frame = value.as_object().ok_or("the frame is not a JSON object")?;
+        // The published JSON Schemas hold for every frame as well (`support/schemas.rs`).
+        super::schemas::schemas().check(&value)?;
         match frame.get("type").and_then(Value::as_str) {
             Some("response") => response(frame),
             Some("event") => self.event_frame(frame),
