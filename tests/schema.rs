@@ -197,7 +197,8 @@ fn frames_that_break_the_schemas_are_reported() {
     let frames = [
         // A payload field of the wrong type (responses.json, by command).
         (
-            json!({"type": "response", "command": "export_html", "success": true, "data": {"path": 5}}),
+            json!({"type": "response", "command": "get_last_assistant_text", "success": true,
+                   "data": {"text": 5}}),
             "responses.json",
         ),
         // `data` on a command that has none.
@@ -223,12 +224,16 @@ fn frames_that_break_the_schemas_are_reported() {
     ];
     for (frame, file) in frames {
         let contract = Contract::default();
-        contract.check(&frame.to_string());
+        contract.check_output(&frame.to_string());
         let violations = contract.violations();
+        // The client's rules accept each of these; only the schemas catch them.
         assert_eq!(violations.len(), 1, "{frame}: {violations:?}");
         assert!(
             violations[0].contains(&format!("docs/schema/{file}")),
             "{violations:?}"
         );
+        let client_only = Contract::default();
+        client_only.check(&frame.to_string());
+        assert!(client_only.violations().is_empty(), "{frame}");
     }
 }
