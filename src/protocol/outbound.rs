@@ -70,7 +70,10 @@ pub struct Response {
     /// Serialized once, by the thread that built it (large payloads such as `get_messages` never
     /// exist as a JSON tree).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
+    #[schemars(
+        with = "Option<serde_json::Map<String, Value>>",
+        description = "The command's payload, by command: see responses.json."
+    )]
     pub data: Option<Data>,
     /// Always a string: published clients show any other JSON as language-specific repr text.
     /// A machine-readable code travels as the text's prefix (`code: message`).
