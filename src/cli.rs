@@ -100,6 +100,17 @@ pub struct Args {
     #[arg(long)]
     pub no_todo_reminders: bool,
 
+    /// Print the protocol's JSON Schemas and exit: every file keyed by name (the default), or
+    /// one of commands, responses, events, frames (the text of docs/schema/NAME.json).
+    #[arg(
+        long,
+        value_name = "NAME",
+        num_args = 0..=1,
+        default_missing_value = "all",
+        value_parser = ["all", "commands", "responses", "events", "frames"]
+    )]
+    pub print_schema: Option<String>,
+
     /// Positional arguments are not used in RPC mode; `@file` arguments are refused.
     #[arg(hide = true)]
     pub rest: Vec<String>,

@@ -10,6 +10,9 @@ pub fn main() -> i32 {
     let parent = crate::app::Parent::current();
     crate::memory::limit_arenas();
     let args = crate::cli::Args::parse();
+    if let Some(name) = &args.print_schema {
+        return print_schema(name);
+    }
     // Logs never touch stdout, which carries only protocol frames. The HTTP stack's wire dumps
     // (keys and headers in hex) stay off whatever RUST_LOG says.
     let logger =
@@ -28,4 +31,25 @@ pub fn main() -> i32 {
         }
     };
     crate::app::run(args, parent)
+}
+
+/// `--print-schema[=NAME]`: the schemas are generated from the protocol types, here and now.
+fn print_schema(name: &str) -> i32 {
+    use std::io::Write;
+    let schema = match name {
+        "all" => crate::protocol::schema::bundle(),
+        one => match crate::protocol::schema::by_name(one) {
+            Some(schema) => schema,
+            None => unreachable!("clap accepts only the listed names"),
+        },
+    };
+    let text = crate::protocol::schema::render(&schema);
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("gjc: cannot write the schema: {e}");
+            1
+        }
+    }
 }

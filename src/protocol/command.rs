@@ -9,9 +9,11 @@ use super::message::ImageContent;
 macro_rules! commands {
     ($($variant:ident = $name:literal => $params:ty),* $(,)?) => {
         /// One decoded command. The `id` travels beside it (see `decode.rs`).
-        #[derive(Debug, Clone)]
+        /// Its schema is the `type`-tagged union the decoder accepts (docs/schema/commands.json).
+        #[derive(Debug, Clone, schemars::JsonSchema)]
+        #[schemars(tag = "type")]
         pub enum Command {
-            $($variant($params),)*
+            $(#[schemars(rename = $name)] $variant($params),)*
         }
 
         impl Command {
@@ -107,10 +109,10 @@ impl Command {
 }
 
 /// Commands without fields. Unknown fields are ignored everywhere, for forward compatibility.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 pub struct NoParams {}
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptParams {
     pub message: String,
@@ -120,7 +122,7 @@ pub struct PromptParams {
     pub streaming_behavior: Option<StreamingBehavior>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub enum StreamingBehavior {
     #[serde(rename = "steer")]
     Steer,
@@ -128,37 +130,37 @@ pub enum StreamingBehavior {
     FollowUp,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct MessageParams {
     pub message: String,
     #[serde(default)]
     pub images: Vec<ImageContent>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewSessionParams {
     #[serde(default)]
     pub parent_session: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 pub struct GetStateParams {
     #[serde(default)]
     pub include: Vec<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct SetTodosParams {
     pub phases: Vec<Value>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct SetHostToolsParams {
     pub tools: Vec<HostToolDefinition>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct HostToolDefinition {
     pub name: String,
     #[serde(default)]
@@ -168,12 +170,12 @@ pub struct HostToolDefinition {
     pub parameters: Value,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct SetHostUriSchemesParams {
     pub schemes: Vec<HostUriSchemeDefinition>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct HostUriSchemeDefinition {
     pub scheme: String,
     #[serde(default)]
@@ -184,7 +186,7 @@ pub struct HostUriSchemeDefinition {
     pub immutable: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct WorkflowGateResponseParams {
     pub gate_id: String,
     pub answer: Value,
@@ -192,90 +194,90 @@ pub struct WorkflowGateResponseParams {
     pub idempotency_key: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct NegotiateUnattendedParams {
     #[serde(default)]
     pub declaration: Option<Value>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 pub struct SetCapabilitiesParams {
     #[serde(default)]
     pub capabilities: Value,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SetModelParams {
     pub provider: String,
     pub model_id: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct SetThinkingLevelParams {
     pub level: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct ModeParams {
     pub mode: String,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactParams {
     #[serde(default)]
     pub custom_instructions: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct EnabledParams {
     pub enabled: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct BashParams {
     pub command: String,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExportHtmlParams {
     #[serde(default)]
     pub output_path: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SwitchSessionParams {
     pub session_path: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BranchParams {
     pub entry_id: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct SetSessionNameParams {
     pub name: String,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 pub struct ListSessionsParams {
     #[serde(default)]
     pub all: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LoginParams {
     pub provider_id: String,
 }
 
 /// `checkpoint_for_handoff`: the lease the host holds and the lane to hand over.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct CheckpointParams {
     #[serde(default)]
     pub authority: Option<Value>,

@@ -9,7 +9,7 @@ use super::reply::{CompactionResult, TodoTask};
 
 /// How a run ended, precisely (`agent_end.outcome`). `agent_end.stopReason` stays `completed` for
 /// every one of them, as published clients accept only `completed` and `paused` there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Completed,
@@ -19,7 +19,7 @@ pub enum Outcome {
     Denied,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(
     tag = "type",
     rename_all = "snake_case",

@@ -56,7 +56,7 @@ fn decode<'de, T: Deserialize<'de>, D: Deserializer<'de>>(fields: D) -> Result<T
 }
 
 /// `{id, value}`, `{id, confirmed}` or `{id, cancelled, timedOut?}`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UiResponse {
     pub id: String,
@@ -70,14 +70,14 @@ pub struct UiResponse {
     pub timed_out: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HostToolUpdate {
     pub id: String,
     pub partial_result: ToolOutput,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HostToolResult {
     pub id: String,
@@ -86,7 +86,7 @@ pub struct HostToolResult {
     pub is_error: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HostUriResult {
     pub id: String,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One block of message content.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum Content {
     Text {
@@ -85,7 +85,7 @@ impl Content {
 }
 
 /// A tool call requested by the model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
     pub id: String,
@@ -102,7 +102,7 @@ pub struct ToolCall {
 }
 
 /// Token counts and their price in USD.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub input: u64,
@@ -115,7 +115,7 @@ pub struct Usage {
     pub cost: Cost,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Cost {
     pub input: f64,
@@ -145,7 +145,7 @@ impl Usage {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum StopReason {
     Stop,
@@ -156,7 +156,7 @@ pub enum StopReason {
 }
 
 /// An assistant message, complete or in progress.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AssistantMessage {
     pub content: Vec<Content>,
@@ -288,7 +288,7 @@ impl AssistantMessage {
 }
 
 /// One unified streaming delta (`assistantMessageEvent` inside `message_update`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(
     tag = "type",
     rename_all = "snake_case",
@@ -305,6 +305,7 @@ pub enum StreamEvent {
     TextEnd {
         content_index: usize,
         #[serde(rename = "content", serialize_with = "block_text")]
+        #[schemars(with = "String")]
         block: Content,
     },
     ThinkingStart {
@@ -317,6 +318,7 @@ pub enum StreamEvent {
     ThinkingEnd {
         content_index: usize,
         #[serde(rename = "content", serialize_with = "block_text")]
+        #[schemars(with = "String")]
         block: Content,
     },
     ToolcallStart {
@@ -427,7 +429,7 @@ pub enum MessageRef<'a> {
 }
 
 /// A message in the agent's context.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "role", rename_all = "camelCase")]
 pub enum AgentMessage {
     User(UserMessage),
@@ -458,7 +460,7 @@ impl<'de> Deserialize<'de> for AgentMessage {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactionSummaryMessage {
     pub summary: String,
@@ -468,7 +470,7 @@ pub struct CompactionSummaryMessage {
     pub timestamp: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UserMessage {
     pub content: Vec<Content>,
@@ -492,7 +494,7 @@ impl UserMessage {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResultMessage {
     pub tool_call_id: String,
@@ -504,7 +506,7 @@ pub struct ToolResultMessage {
     pub timestamp: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BashExecutionMessage {
     pub command: String,
@@ -542,7 +544,7 @@ impl BashExecutionMessage {
 }
 
 /// Image input as hosts send it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ImageContent {
     #[serde(rename = "type", default = "image_type")]
@@ -556,7 +558,7 @@ fn image_type() -> String {
 }
 
 /// A tool's result: what tools and host tools return.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolOutput {
     pub content: Vec<Content>,

@@ -12,6 +12,7 @@ pub mod host_reply;
 pub mod message;
 pub mod outbound;
 pub mod reply;
+pub mod schema;
 pub mod tagged;
 
 pub use command::Command;

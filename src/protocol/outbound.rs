@@ -20,9 +20,10 @@ pub const CAPABILITIES: &[&str] = &[
 ];
 
 /// The first frame: `{"type":"ready","version":...,"protocol_version":2,"capabilities":[...]}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Ready {
     #[serde(rename = "type")]
+    #[schemars(extend("const" = "ready"))]
     kind: &'static str,
     version: &'static str,
     protocol_version: u32,
@@ -56,17 +57,23 @@ pub enum Outbound {
 }
 
 /// `{id?, type:"response", command, success, data? | error}`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Response {
+    /// The command's `id`, echoed as it came (any JSON value).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<Value>,
     #[serde(rename = "type")]
+    #[schemars(extend("const" = "response"))]
     pub kind: &'static str,
     pub command: String,
     pub success: bool,
     /// Serialized once, by the thread that built it (large payloads such as `get_messages` never
     /// exist as a JSON tree).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        with = "Option<serde_json::Map<String, Value>>",
+        description = "The command's payload, by command: see responses.json."
+    )]
     pub data: Option<Data>,
     /// Always a string: published clients show any other JSON as language-specific repr text.
     /// A machine-readable code travels as the text's prefix (`code: message`).
@@ -204,7 +211,7 @@ impl TypedError {
 }
 
 /// The flat (non-event) frames of the host sub-protocols.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum FlatFrame {
     WorkflowGate(Value),
@@ -243,7 +250,7 @@ pub enum FlatFrame {
 }
 
 /// `{type:"extension_ui_request", id, method, ...method fields}`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct UiRequest {
     pub id: String,
     pub method: &'static str,

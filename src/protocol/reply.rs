@@ -8,7 +8,7 @@ use serde_json::Value;
 
 /// A model as hosts see it (`get_state.model`, `set_model`, `cycle_model.model`,
 /// `get_available_models.models[]`). Headers and keys are never echoed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelInfo {
     pub id: String,
@@ -29,7 +29,7 @@ pub struct ModelInfo {
 }
 
 /// Dollars per million tokens.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCostInfo {
     pub input: f64,
@@ -38,7 +38,7 @@ pub struct ModelCostInfo {
     pub cache_write: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThinkingRange {
     pub min_level: &'static str,
@@ -48,14 +48,14 @@ pub struct ThinkingRange {
 }
 
 /// One todo phase (`get_state.todoPhases`, `set_todos`, the `todo_write` tool).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TodoPhase {
     pub id: String,
     pub name: String,
     pub tasks: Vec<TodoTask>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TodoTask {
     pub id: String,
     pub content: String,
@@ -68,7 +68,7 @@ pub struct TodoTask {
 }
 
 /// `get_state`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionState {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -105,7 +105,7 @@ pub struct SessionState {
 }
 
 /// How full the model's context window is.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextUsage {
     /// `null` when unknown (right after a compaction, until the next reply reports usage).
@@ -117,7 +117,7 @@ pub struct ContextUsage {
     pub source: &'static str,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ToolInfo {
     pub name: String,
     pub description: String,
@@ -125,7 +125,7 @@ pub struct ToolInfo {
 }
 
 /// `get_session_stats`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionStats {
     pub session_file: Option<String>,
@@ -139,7 +139,7 @@ pub struct SessionStats {
     pub cost: f64,
 }
 
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenTotals {
     pub input: u64,
@@ -150,7 +150,7 @@ pub struct TokenTotals {
 }
 
 /// The user `bash` command's result.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BashResult {
     pub output: String,
@@ -167,7 +167,7 @@ pub struct BashResult {
 }
 
 /// `compact` and `auto_compaction_end.result`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactionResult {
     pub summary: String,
@@ -178,7 +178,7 @@ pub struct CompactionResult {
 }
 
 /// `new_session`, `switch_session`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Cancelled {
     pub cancelled: bool,
     /// What opening the file repaired (a torn last line cut off), when anything.
@@ -186,7 +186,7 @@ pub struct Cancelled {
     pub repaired: Option<Repaired>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Repaired {
     /// Bytes of a torn last line that were cut off.
@@ -197,7 +197,7 @@ pub struct Repaired {
 }
 
 /// `branch`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct BranchResult {
     /// The branched user message, for the host's input box.
     pub text: String,
@@ -205,12 +205,12 @@ pub struct BranchResult {
 }
 
 /// `get_branch_messages`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct BranchMessages {
     pub messages: Vec<BranchMessage>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BranchMessage {
     pub entry_id: String,
@@ -218,34 +218,34 @@ pub struct BranchMessage {
 }
 
 /// `get_last_assistant_text`: `text` absent when there is none.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct LastAssistantText {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
 }
 
 /// `set_todos`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TodoPhases<'a> {
     pub todo_phases: &'a [TodoPhase],
 }
 
 /// `set_host_tools`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolNames {
     pub tool_names: Vec<String>,
 }
 
 /// `set_host_uri_schemes`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Schemes {
     pub schemes: Vec<String>,
 }
 
 /// `set_capabilities`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
     pub accepted_capabilities: Vec<Value>,
@@ -253,7 +253,7 @@ pub struct Capabilities {
 }
 
 /// `cycle_model`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CycledModel {
     pub model: ModelInfo,
@@ -262,13 +262,13 @@ pub struct CycledModel {
 }
 
 /// `cycle_thinking_level`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ThinkingLevel {
     pub level: &'static str,
 }
 
 /// `get_available_models`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Models {
     pub models: Vec<ModelInfo>,
@@ -278,24 +278,24 @@ pub struct Models {
 }
 
 /// `list_sessions`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Sessions<T: Serialize> {
     pub sessions: Vec<T>,
 }
 
 /// `export_html`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Exported {
     pub path: String,
 }
 
 /// `get_login_providers`: the providers gjc can use and whether a key for each is present.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct LoginProviders {
     pub providers: Vec<LoginProvider>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct LoginProvider {
     pub id: String,
     pub name: String,

@@ -66,6 +66,23 @@ impl Contract {
         }
     }
 
+    /// Checks one line gjc wrote: the client's rules, then the published JSON Schemas
+    /// (`support/schemas.rs`), which describe exactly what gjc writes and so are stricter than
+    /// the client about frames gjc never sends.
+    pub fn check_output(&self, line: &str) {
+        self.check(line);
+        let Ok(value) = serde_json::from_str::<Value>(line) else {
+            return; // already reported by `check`
+        };
+        if let Err(e) = super::schemas::schemas().check(&value) {
+            let snippet: String = line.chars().take(300).collect();
+            let mut state = self.state.lock().unwrap();
+            state
+                .violations
+                .push(format!("{e}\n    in frame: {snippet}"));
+        }
+    }
+
     pub fn violations(&self) -> Vec<String> {
         self.state.lock().unwrap().violations.clone()
     }

@@ -15,7 +15,8 @@ pub struct Gjc {
     pub client: RpcClient,
     pub home: tempfile::TempDir,
     pub project: PathBuf,
-    /// Every frame read is checked against the client contract; violations fail the test.
+    /// Every frame read is checked against the client contract and the published JSON Schemas;
+    /// violations fail the test.
     pub contract: Arc<Contract>,
 }
 
@@ -122,7 +123,7 @@ impl GjcBuilder {
         }
         let contract = Arc::new(Contract::default());
         let checker = contract.clone();
-        builder = builder.inspect(Arc::new(move |line: &str| checker.check(line)));
+        builder = builder.inspect(Arc::new(move |line: &str| checker.check_output(line)));
         let mut client = builder.spawn().expect("spawn gjc");
         let ready = client.recv(TIMEOUT).expect("ready frame");
         assert_eq!(
