@@ -34,6 +34,8 @@ mod host;
 mod prompt;
 /// Recorded provider streams and what is sent back.
 mod providers;
+/// Rule files and rules that stop a matching stream.
+mod rules;
 /// Sessions on disk.
 mod sessions;
 /// Commands that need no model.
