@@ -6,6 +6,12 @@
 //! (one `RegexSet`, linear time), then cut back to its last `WINDOW` bytes. The cost of a delta
 //! is therefore bounded whatever the length of the reply; the price is that a match longer than
 //! the window (or one spanning two blocks) is not found.
+//!
+//! A new match must end inside the new delta (one ending before it was looked for already). So
+//! conditions whose matches have a bounded length (`maximum_len` of the parsed pattern: most
+//! literal-like conditions) are searched together from just that far back before the delta, with
+//! the bytes before as look-behind context for `\b` and `^`; only conditions that can match
+//! without a bound (`.*`, `\s+`) search the whole window.
 
 use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 
@@ -23,17 +29,71 @@ pub fn compile(condition: &str) -> Result<Regex, regex::Error> {
         .build()
 }
 
-/// The conditions of one scope, compiled together.
+/// The longest match of `condition` in bytes, if it has a bound.
+fn reach(condition: &str) -> Option<usize> {
+    let hir = regex_syntax::Parser::new().parse(condition).ok()?;
+    hir.properties().maximum_len()
+}
+
+/// Conditions of one scope, compiled together.
 struct ScopeSet {
     set: RegexSet,
     /// The rule index of each pattern of `set`.
     members: Vec<usize>,
+    /// The longest match of any of them (`None`: unbounded, search the whole window).
+    reach: Option<usize>,
 }
 
-/// The compiled conditions of a rule set, per scope.
+impl ScopeSet {
+    fn build(rules: &[Rule], members: Vec<usize>, reach: Option<usize>) -> Option<ScopeSet> {
+        if members.is_empty() {
+            return None;
+        }
+        let patterns = members
+            .iter()
+            .map(|&i| rules[i].condition.as_deref().unwrap_or(""));
+        let built = RegexSetBuilder::new(patterns)
+            .size_limit(REGEX_SIZE_LIMIT.saturating_mul(members.len()))
+            .dfa_size_limit(REGEX_DFA_LIMIT.saturating_mul(members.len()))
+            .build();
+        match built {
+            Ok(set) => Some(ScopeSet {
+                set,
+                members,
+                reach,
+            }),
+            Err(e) => {
+                log::warn!("{} conditional rules not watched: {e}", members.len());
+                None
+            }
+        }
+    }
+
+    /// The armed rules matching in `haystack` with a match that may end after `old_end`.
+    fn matches(&self, haystack: &str, old_end: usize, armed: &[bool]) -> Vec<usize> {
+        let mut start = match self.reach {
+            Some(r) => old_end.saturating_sub(r),
+            None => 0,
+        };
+        while !haystack.is_char_boundary(start) {
+            start -= 1;
+        }
+        if !self.set.is_match_at(haystack, start) {
+            return Vec::new();
+        }
+        self.set
+            .matches_at(haystack, start)
+            .into_iter()
+            .map(|p| self.members[p])
+            .filter(|&i| armed[i])
+            .collect()
+    }
+}
+
+/// The compiled conditions of a rule set: per scope, those of bounded and of unbounded reach.
 #[derive(Default)]
 pub struct Watcher {
-    scopes: [Option<ScopeSet>; 3],
+    scopes: [Vec<ScopeSet>; 3],
 }
 
 /// What one stream has seen, per scope, and which rules may still fire in it.
@@ -80,26 +140,26 @@ impl Watcher {
     pub fn new(rules: &[Rule]) -> Watcher {
         let mut watcher = Watcher::default();
         for scope in Scope::ALL {
-            let members: Vec<usize> = rules
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| r.condition.is_some() && r.watches(scope))
-                .map(|(i, _)| i)
-                .collect();
-            if members.is_empty() {
-                continue;
+            let (mut bounded, mut unbounded, mut longest) = (Vec::new(), Vec::new(), 0);
+            for (i, r) in rules.iter().enumerate() {
+                let Some(c) = r.condition.as_deref().filter(|_| r.watches(scope)) else {
+                    continue;
+                };
+                match reach(c) {
+                    Some(n) => {
+                        longest = longest.max(n);
+                        bounded.push(i);
+                    }
+                    None => unbounded.push(i),
+                }
             }
-            let patterns = members
-                .iter()
-                .map(|&i| rules[i].condition.as_deref().unwrap_or(""));
-            let built = RegexSetBuilder::new(patterns)
-                .size_limit(REGEX_SIZE_LIMIT.saturating_mul(members.len()))
-                .dfa_size_limit(REGEX_DFA_LIMIT.saturating_mul(members.len()))
-                .build();
-            match built {
-                Ok(set) => watcher.scopes[scope as usize] = Some(ScopeSet { set, members }),
-                Err(e) => log::warn!("{} rules not watched: {e}", scope.as_str()),
-            }
+            watcher.scopes[scope as usize] = [
+                ScopeSet::build(rules, bounded, Some(longest)),
+                ScopeSet::build(rules, unbounded, None),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
         }
         watcher
     }
@@ -134,23 +194,19 @@ impl Watcher {
             } => (Scope::Tool, *content_index, delta),
             _ => return Vec::new(),
         };
-        let Some(set) = &self.scopes[scope as usize] else {
+        let sets = &self.scopes[scope as usize];
+        if sets.is_empty() {
             return Vec::new();
-        };
+        }
         let window = &mut watch.windows[scope as usize];
         let haystack = window.push(block, delta);
-        let mut fired = Vec::new();
-        if set.set.is_match(haystack) {
-            fired = set
-                .set
-                .matches(haystack)
-                .into_iter()
-                .map(|p| set.members[p])
-                .filter(|&i| watch.armed[i])
-                .collect();
-            // A rule fires once per stream, even if its match stays in the window.
-            fired.iter().for_each(|&i| watch.armed[i] = false);
-        }
+        let old_end = haystack.len() - delta.len();
+        let fired: Vec<usize> = sets
+            .iter()
+            .flat_map(|set| set.matches(haystack, old_end, &watch.armed))
+            .collect();
+        // A rule fires once per stream, even if its match stays in the window.
+        fired.iter().for_each(|&i| watch.armed[i] = false);
         window.trim();
         fired
     }
@@ -236,6 +292,31 @@ mod tests {
         let big = "x".repeat(10 * WINDOW);
         w.check(&mut watch, &text(0, &big));
         assert!(watch.windows[0].tail.capacity() <= 4 * WINDOW);
+    }
+
+    #[test]
+    fn bounded_conditions_keep_their_look_behind_context() {
+        let rules = vec![
+            rule("word", "\\bTODO\\b", vec![]),
+            rule("start", "^begin", vec![]),
+        ];
+        assert_eq!(reach("\\bTODO\\b"), Some(4));
+        assert_eq!(reach("a.*b"), None);
+        let w = Watcher::new(&rules);
+        let mut watch = w.watch(vec![true, true]).unwrap();
+        // `xTODO` has no word boundary before TODO, although the search starts near it.
+        assert!(w.check(&mut watch, &text(0, &"a".repeat(100))).is_empty());
+        assert!(w.check(&mut watch, &text(0, "xTO")).is_empty());
+        assert!(w.check(&mut watch, &text(0, "DO ")).is_empty());
+        assert!(
+            w.check(&mut watch, &text(0, "begin")).is_empty(),
+            "not at the start"
+        );
+        assert!(w.check(&mut watch, &text(0, " TO")).is_empty());
+        assert_eq!(w.check(&mut watch, &text(0, "DO")), vec![0]);
+        let mut watch = w.watch(vec![true, true]).unwrap();
+        assert!(w.check(&mut watch, &text(0, "beg")).is_empty());
+        assert_eq!(w.check(&mut watch, &text(0, "in")), vec![1]);
     }
 
     #[test]
