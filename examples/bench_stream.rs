@@ -7,7 +7,9 @@
 //! - a 1,000-delta turn of about 8 kB of text in the default (reference-shape) frames and in
 //!   compact frames: stdout bytes, frames per second and wall time, beside a plain client reading
 //!   the same stream, and beside another gjc binary (`GJC_BASELINE_BIN`, e.g. a previous release)
-//!   when one is given.
+//!   when one is given;
+//! - the same 1,000-delta turn (compact frames) with 50 conditional rules loaded that never match,
+//!   beside the turn with no rules (`bench_stream rules` runs only this).
 //!
 //! Run: `cargo build --release --bins --examples && target/release/examples/bench_stream`
 
@@ -144,8 +146,10 @@ fn one_turn(
     fake: &FakeProvider,
     body: &str,
     compact: bool,
+    rules: usize,
 ) -> (usize, usize, f64) {
     let home = tempfile::tempdir().unwrap();
+    write_rules(home.path(), rules);
     let model = json!([{"id": "m", "contextWindow": 1000000, "maxTokens": 4096}]);
     let models = json!({"providers": {"fake": {"baseUrl": format!("{}/v1", fake.base_url), "api": "openai-completions", "apiKey": "k", "models": model}}});
     std::fs::write(home.path().join("models.json"), models.to_string()).unwrap();
@@ -174,15 +178,57 @@ fn one_turn(
     (bytes, frames, ms(started.elapsed()))
 }
 
-/// The 1,000-delta turn (~8 kB of text), default and compact frames, medians of 9 runs.
-fn reference_turn(n: usize) {
-    let fake = FakeProvider::start();
+/// `n` conditional rules in `<agent dir>/rules`, watching every scope, none matching the
+/// benchmark's text (`wordNNN `).
+fn write_rules(agent_dir: &std::path::Path, n: usize) {
+    if n == 0 {
+        return;
+    }
+    let dir = agent_dir.join("rules");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..n {
+        let condition = match i % 3 {
+            0 => format!("forbidden_call_{i}\\("),
+            1 => format!("\\bTODO-{i}\\b"),
+            _ => format!("(?i)password\\s*=\\s*{i}"),
+        };
+        let text = format!("---\ncondition: '{condition}'\n---\nRule {i}.");
+        std::fs::write(dir.join(format!("r{i:02}.md")), text).unwrap();
+    }
+}
+
+/// The `n`-delta turn as `reference_turn` sends it.
+fn turn_body(n: usize) -> String {
     let mut events: Vec<Value> = (0..n)
         .map(|i| json!({"choices":[{"index":0,"delta":{"content":format!("word{:03} ", i % 1000)}}]}))
         .collect();
     events.push(json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}));
     let mut body = sse_events(&events, false);
     body.push_str("data: [DONE]\n\n");
+    body
+}
+
+/// The cost of watching a stream: the 1,000-delta turn with 50 non-matching conditional rules
+/// beside the same turn with none, interleaved, medians of 15 runs each.
+fn rules_turn(n: usize) {
+    let fake = FakeProvider::start();
+    let body = turn_body(n);
+    let (mut none, mut fifty) = (Vec::new(), Vec::new());
+    for _ in 0..15 {
+        none.push(one_turn(&gjc_bin(), &fake, &body, true, 0).2);
+        fifty.push(one_turn(&gjc_bin(), &fake, &body, true, 50).2);
+    }
+    let (a, b) = (median(&mut none), median(&mut fifty));
+    println!(
+        "{n}-delta turn, compact frames, prompt -> agent_end: no rules {a:.2} ms, 50 non-matching conditional rules {b:.2} ms ({:.2}x), medians of 15",
+        b / a
+    );
+}
+
+/// The 1,000-delta turn (~8 kB of text), default and compact frames, medians of 9 runs.
+fn reference_turn(n: usize) {
+    let fake = FakeProvider::start();
+    let body = turn_body(n);
     let text_bytes = n * 8;
     let mut raw: Vec<f64> = (0..9)
         .map(|_| 1000.0 * n as f64 / raw_rate(&fake, &body, n))
@@ -198,7 +244,7 @@ fn reference_turn(n: usize) {
     for compact in [false, true] {
         for (name, bin) in &bins {
             let runs: Vec<(usize, usize, f64)> = (0..9)
-                .map(|_| one_turn(bin, &fake, &body, compact))
+                .map(|_| one_turn(bin, &fake, &body, compact, 0))
                 .collect();
             let mut bytes: Vec<f64> = runs.iter().map(|r| r.0 as f64).collect();
             let mut frames: Vec<f64> = runs.iter().map(|r| r.1 as f64).collect();
@@ -334,11 +380,15 @@ fn scripted_loop_overhead() {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("rules") {
+        return rules_turn(1_000);
+    }
     let n: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000);
     reference_turn(1_000);
+    rules_turn(1_000);
     throughput(n);
     default_mode_bytes(2_000);
     prompt_to_request();

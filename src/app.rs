@@ -78,6 +78,13 @@ pub fn run(args: Args, parent: Parent) -> i32 {
         Ok(m) => m,
         Err(e) => return fatal(&e),
     };
+    let rules = if args.no_rules {
+        crate::rules::RuleSet::default()
+    } else {
+        let (rules, warnings) = crate::rules::RuleSet::load(&agent_dir, &cwd);
+        warnings.iter().for_each(|w| log::warn!("{w}"));
+        rules
+    };
     let system_prompt = prompt::build(&prompt::PromptOptions {
         cwd: &cwd,
         agent_dir: &agent_dir,
@@ -85,6 +92,7 @@ pub fn run(args: Args, parent: Parent) -> i32 {
         replace: args.system_prompt.as_deref(),
         append: args.append_system_prompt.as_deref(),
         rules: !args.no_rules,
+        rule_set: &rules,
         skills: !args.no_skills,
     });
     let session_id = args
@@ -116,6 +124,7 @@ pub fn run(args: Args, parent: Parent) -> i32 {
         messages: Default::default(),
         todos: Vec::new(),
         system_prompt,
+        rules: Arc::new(rules),
         tools,
         script,
         schemes: Arc::default(),

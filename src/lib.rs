@@ -29,6 +29,7 @@ pub mod prompt;
 pub mod protocol;
 pub mod provider;
 pub mod registry;
+pub mod rules;
 pub mod secrets;
 pub mod session;
 pub mod tools;

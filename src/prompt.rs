@@ -1,10 +1,12 @@
 //! The system prompt: the built-in coding-agent prompt (tools, cwd, date), `--system-prompt` /
 //! `--append-system-prompt`, context files (AGENTS.md, else CLAUDE.md) from the agent dir and
-//! from the filesystem root down to the cwd, and the skills found in skills folders.
+//! from the filesystem root down to the cwd, the rules (`crate::rules`: `alwaysApply` ones in
+//! full, descriptive ones listed by name), and the skills found in skills folders.
 
 use std::path::{Path, PathBuf};
 
 use crate::provider::ToolSpec;
+use crate::rules::RuleSet;
 
 pub struct PromptOptions<'a> {
     pub cwd: &'a Path,
@@ -13,6 +15,8 @@ pub struct PromptOptions<'a> {
     pub replace: Option<&'a str>,
     pub append: Option<&'a str>,
     pub rules: bool,
+    /// Rule files (empty with `--no-rules`).
+    pub rule_set: &'a RuleSet,
     pub skills: bool,
 }
 
@@ -34,6 +38,7 @@ pub fn build(o: &PromptOptions) -> String {
             ));
         }
     }
+    push_rules(&mut prompt, o.rule_set);
     if o.skills {
         let skills = find_skills(o.agent_dir, o.cwd);
         if !skills.is_empty() {
@@ -54,6 +59,39 @@ pub fn build(o: &PromptOptions) -> String {
         o.cwd.display()
     ));
     prompt
+}
+
+/// `alwaysApply` rules in full; rules that only describe themselves (no condition) as a list the
+/// model can read from when they concern the task. Conditional rules stay out: they are sent
+/// only when the model's output matches them.
+fn push_rules(prompt: &mut String, rules: &RuleSet) {
+    for r in rules.always_apply() {
+        prompt.push_str(&format!("\n\n# Rule: {}\n\n{}", r.name, r.content));
+    }
+    let listed: Vec<_> = rules
+        .rules()
+        .iter()
+        .filter(|r| !r.always_apply && r.condition.is_none() && r.description.is_some())
+        .collect();
+    if listed.is_empty() {
+        return;
+    }
+    prompt.push_str(
+        "\n\n# Rules\n\nRead a rule's file with the read tool when the task concerns it:\n",
+    );
+    for r in listed {
+        let globs = if r.globs.is_empty() {
+            String::new()
+        } else {
+            format!(" [files: {}]", r.globs.join(", "))
+        };
+        prompt.push_str(&format!(
+            "- {}: {}{globs} ({})\n",
+            r.name,
+            r.description.as_deref().unwrap_or_default(),
+            r.path.display()
+        ));
+    }
 }
 
 fn builtin(tools: &[ToolSpec]) -> String {
@@ -189,6 +227,7 @@ mod tests {
             replace: Some("X"),
             append: Some("Y"),
             rules: true,
+            rule_set: &RuleSet::default(),
             skills: true,
         };
         let p = build(&opts);
@@ -200,5 +239,38 @@ mod tests {
             ..opts
         };
         assert!(!build(&opts).contains("inner"));
+    }
+
+    #[test]
+    fn rules_in_the_prompt() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(".gjc/rules");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("a.md"),
+            "---\nalwaysApply: true\n---\nAlways tabs.",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("b.md"),
+            "---\ndescription: SQL style\nglobs: \"*.sql\"\n---\nUpper case.",
+        )
+        .unwrap();
+        std::fs::write(dir.join("c.md"), "---\ncondition: foo\n---\nNever foo.").unwrap();
+        let (set, warnings) = RuleSet::load(&tmp.path().join("agent"), tmp.path());
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let p = build(&PromptOptions {
+            cwd: tmp.path(),
+            agent_dir: &tmp.path().join("agent"),
+            tools: &[],
+            replace: Some("X"),
+            append: None,
+            rules: true,
+            rule_set: &set,
+            skills: false,
+        });
+        assert!(p.contains("# Rule: a\n\nAlways tabs."), "{p}");
+        assert!(p.contains("- b: SQL style [files: *.sql]"), "{p}");
+        assert!(!p.contains("Never foo"), "{p}");
     }
 }

@@ -38,6 +38,8 @@ mod prompt;
 mod providers;
 /// Providers by name, local servers, model discovery and models.json errors.
 mod providers_by_name;
+/// Rule files and rules that stop a matching stream.
+mod rules;
 /// The published JSON Schemas: current, printed, true of real frames.
 mod schema;
 /// Sessions on disk.

@@ -102,6 +102,11 @@ pub enum AgentEvent {
     ThinkingLevelChanged {
         thinking_level: String,
     },
+    /// Conditional rules matched the streamed output: the stream was stopped, its partial reply
+    /// discarded, and the request is sent again with the rules as a reminder.
+    TtsrTriggered {
+        rules: Vec<TtsrRule>,
+    },
     Notice {
         level: &'static str,
         message: String,
@@ -117,6 +122,40 @@ pub enum AgentEvent {
     },
     /// Every task was closed when the run ended; the list was cleared.
     TodoAutoClear {},
+}
+
+/// A rule as `ttsr_triggered` carries it.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TtsrRule {
+    pub name: String,
+    /// The rule's file.
+    pub path: String,
+    /// The rule's markdown body.
+    pub content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub globs: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub always_apply: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The regular expression that matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    /// `text`, `thinking`, `tool`; absent: all three.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Vec<&'static str>>,
+    /// Always `always`: the stream is stopped as soon as the condition matches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupt_mode: Option<&'static str>,
+    /// `once` or `gap`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat_mode: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat_gap: Option<u64>,
+    /// Where the rule came from: `{provider: "gjc", level: "user" | "project"}`.
+    #[serde(rename = "_source")]
+    pub source: Value,
 }
 
 /// Writes a `message_update` event in the reference shape: the partial message as `message` and
@@ -158,6 +197,7 @@ impl AgentEvent {
             AgentEvent::AutoRetryStart { .. } => "auto_retry_start",
             AgentEvent::AutoRetryEnd { .. } => "auto_retry_end",
             AgentEvent::ThinkingLevelChanged { .. } => "thinking_level_changed",
+            AgentEvent::TtsrTriggered { .. } => "ttsr_triggered",
             AgentEvent::Notice { .. } => "notice",
             AgentEvent::TodoReminder { .. } => "todo_reminder",
             AgentEvent::TodoAutoClear {} => "todo_auto_clear",

@@ -50,6 +50,8 @@ pub enum Phase {
         partial: AssistantMessage,
         started: bool,
         last_event: Instant,
+        /// The conditional rules that may still fire on this stream (`None`: no rule watches).
+        watch: Option<crate::rules::Watch>,
     },
     Tools {
         assistant: AssistantMessage,
@@ -211,6 +213,7 @@ impl SessionLoop {
             scripted: self.state.scripted(),
         };
         let stream = self.next_generation();
+        let watch = self.state.rules.watch(&self.state.store.ttsr);
         let handle = provider::start_stream(request, stream, self.provider_tx());
         let m = &self.state.model;
         let partial = m
@@ -224,6 +227,7 @@ impl SessionLoop {
                 partial,
                 started: false,
                 last_event: Instant::now(),
+                watch,
             };
         }
     }
@@ -242,6 +246,7 @@ impl SessionLoop {
             partial,
             started,
             last_event,
+            watch,
             ..
         } = &mut run.phase
         else {
@@ -260,6 +265,12 @@ impl SessionLoop {
                 }
             }
             ProviderEvent::Delta(ev) => {
+                if let Some(w) = watch {
+                    let fired = self.state.rules.check(w, &ev);
+                    if !fired.is_empty() {
+                        return self.interrupt_for_rules(fired);
+                    }
+                }
                 // Announced before the delta applies: the writer follows the message from here.
                 let announce = (!*started).then(|| AgentMessage::Assistant(partial.clone()));
                 partial.apply(&ev);
@@ -274,6 +285,45 @@ impl SessionLoop {
         }
     }
 
+    /// Conditional rules matched the stream: it is stopped and its partial reply discarded (the
+    /// host sees that message end, the context never holds it), the rules are announced,
+    /// remembered in the session file and added as a reminder, and the request is sent again.
+    /// This is part of the same turn and run, and not a retry.
+    fn interrupt_for_rules(&mut self, fired: Vec<usize>) {
+        let Some(run) = &mut self.run else { return };
+        let Phase::Streaming {
+            handle,
+            mut partial,
+            started,
+            ..
+        } = std::mem::replace(&mut run.phase, Phase::Idle)
+        else {
+            return;
+        };
+        handle.abort();
+        let rules: Vec<crate::rules::Rule> = fired
+            .iter()
+            .map(|&i| self.state.rules.get(i).clone())
+            .collect();
+        let names: Vec<String> = rules.iter().map(|r| r.name.clone()).collect();
+        if started {
+            partial.stop_reason = StopReason::Aborted;
+            partial.error_message = Some(format!("Interrupted by rule: {}", names.join(", ")));
+            strip_partial_json(&mut partial);
+            self.emit(AgentEvent::MessageEnd {
+                message: AgentMessage::Assistant(partial),
+            });
+        }
+        self.emit(AgentEvent::TtsrTriggered {
+            rules: rules.iter().map(crate::rules::Rule::to_wire).collect(),
+        });
+        let entry = self.state.store.ttsr.record(&names);
+        let _ = self.state.store.append("ttsr_injection", entry);
+        self.emit_store_notices();
+        self.add_message(AgentMessage::User(crate::rules::reminder(&rules)));
+        self.request_model();
+    }
+
     fn stream_started(&self) -> bool {
         matches!(
             &self.run,
@@ -285,6 +335,8 @@ impl SessionLoop {
     }
 
     fn finish_streamed(&mut self, message: AssistantMessage) {
+        // A finished reply is a turn for the repeat gap of conditional rules.
+        self.state.store.ttsr.turn_done();
         let told = Told::started(self.stream_started());
         self.finish_assistant(message, told);
     }

@@ -26,6 +26,8 @@ pub struct Session {
     pub messages: super::context::Context,
     pub todos: Vec<TodoPhase>,
     pub system_prompt: String,
+    /// Rule files (`--no-rules`: none); conditional ones watch the model's streams.
+    pub rules: Arc<crate::rules::RuleSet>,
     pub tools: ToolRegistry,
     pub script: Option<Result<Arc<Script>, String>>,
     /// The host's URI schemes (`set_host_uri_schemes`), shared with tool calls.

@@ -32,6 +32,8 @@ pub struct Loaded {
     pub torn_at: Option<u64>,
     /// When the last compaction on the path was written (milliseconds since the epoch).
     pub compacted_at: Option<u64>,
+    /// The rules that fired along the path (`ttsr_injection` entries).
+    pub ttsr: crate::rules::Injections,
 }
 
 /// A session file read through: its header, its entries, where a skipped torn last line starts,
@@ -243,6 +245,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
         })
         .collect();
     let (mut model, mut thinking, mut compacted_at) = (None, None, None);
+    let mut ttsr = crate::rules::Injections::default();
     let mut context = PathContext {
         messages: Vec::with_capacity(path_indices.len()),
         ids: Vec::with_capacity(path_indices.len()),
@@ -273,6 +276,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
                 compacted_at = Some(at.unwrap_or(0));
                 context.compact(&e.id, &v, at.unwrap_or(0));
             }
+            "ttsr_injection" => ttsr.restore(&v),
             _ => {}
         }
     }
@@ -286,6 +290,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
         len,
         torn_at,
         compacted_at,
+        ttsr,
     })
 }
 

@@ -54,6 +54,9 @@ pub struct Store {
     repaired: Option<Repair>,
     /// When the last compaction on the current path was written (milliseconds since the epoch).
     compacted_at: Option<u64>,
+    /// Which rules fired in this session; it goes with the file, so a new or switched session
+    /// starts from what its own file says.
+    pub ttsr: crate::rules::Injections,
 }
 
 /// The entry ids of a session, to keep new ones unique. A loaded session hands over a plain
@@ -88,6 +91,7 @@ impl Store {
             notices: Vec::new(),
             repaired: None,
             compacted_at: None,
+            ttsr: Default::default(),
         }
     }
 
@@ -122,6 +126,7 @@ impl Store {
         store.ids.loaded = std::mem::take(&mut loaded.ids);
         store.tail = append::Tail::at(len, loaded.leaf.clone());
         store.compacted_at = loaded.compacted_at;
+        store.ttsr = std::mem::take(&mut loaded.ttsr);
         if let Some(r) = repaired {
             log::warn!("{}", r.describe(path));
             store.notify("warning", r.describe(path));
