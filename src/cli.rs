@@ -122,13 +122,16 @@ Environment:
   GJC_CODING_AGENT_DIR        The agent dir (default: ~/.gjc/agent).
   HOME                        Finds ~/.gjc, expands ~ in tool paths, names session folders.
   ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY (or GOOGLE_API_KEY), DEEPSEEK_API_KEY,
-  GROQ_API_KEY, OPENROUTER_API_KEY, XAI_API_KEY, MISTRAL_API_KEY
+  GROQ_API_KEY, OPENROUTER_API_KEY, XAI_API_KEY, MISTRAL_API_KEY, TOGETHER_API_KEY,
+  FIREWORKS_API_KEY, CEREBRAS_API_KEY
                               Provider keys; models.json may name other variables as apiKey.
                               Removed from the environment of shell commands unless
                               --pass-secrets-to-tools; their values are redacted in output.
   RUST_LOG                    Log filter for stderr (default: warn; debug shows threads,
                               commands, provider requests, retries and tools, never keys or
                               message contents).
+  OLLAMA_BASE_URL, LMSTUDIO_BASE_URL, LLAMACPP_BASE_URL, VLLM_BASE_URL
+                              Base URLs of local servers (default: their usual 127.0.0.1 port).
   TMPDIR                      Where the private spill folder for long bash outputs goes.
   GJC_RPC_EMIT_TITLE          1, true, yes or on: emit setTitle requests.
   GJC_MAX_LINE_BYTES          Longest command line on stdin (default: 64 MiB).
@@ -138,14 +141,18 @@ Environment:
   GJC_RETRY_BASE_MS           First back-off before retrying a provider (default: 2000).
   GJC_RETRY_AFTER_MAX_MS      Longest retry-after a provider may ask for (default: 60000).
   GJC_COMPACT_KEEP_TOKENS     Tokens kept verbatim after a compaction summary (default: 20000).
+  GJC_OUTPUT_BACKLOG_BYTES    Unwritten output above which streamed deltas are merged and new
+                              commands wait for the host to read (default: 1 MiB).
+  GJC_TODO_REMINDERS          Reminders of open todo tasks per run (default: 3; 0 or off: none).
+  GJC_COMMAND_ID              Set by gjc in each shell command's environment (not read from
+                              gjc's own): finds the command's escaped descendants.
   GJC_TEST_PANIC              Debug builds only, for tests: the thread named here panics.
 
 Exit status:
   0    stdin closed, or SIGTERM, SIGINT, SIGHUP or the parent's exit, and gjc shut down cleanly.
   1    a thread could not be started.
   2    a bad command line, or start-up could not proceed (no such --cwd, unknown tool, no model).
-  101  a thread crashed (the others are stopped and shell commands killed), or frames were left
-       unwritten because stdout was not being read at shutdown.
+  101  a thread crashed (the others are stopped and shell commands killed).
 
 Files (<agent dir> is GJC_CODING_AGENT_DIR or ~/.gjc/agent):
   reads   <agent dir>/models.json             Providers and models beyond the built-in ones.

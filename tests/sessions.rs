@@ -297,6 +297,12 @@ const HOSTILE: &str =
 #[test]
 fn exported_page_runs_no_script_from_messages_in_headless_chromium() {
     let Some(browser) = find_chromium() else {
+        // CI installs the browser (`.ci/run` sets GJC_REQUIRE_BROWSER): there a missing browser
+        // is a failure, never a silent skip.
+        assert!(
+            std::env::var_os("GJC_REQUIRE_BROWSER").is_none(),
+            "no chromium on PATH, and GJC_REQUIRE_BROWSER says this check must run"
+        );
         println!("skipped: no chromium or chromium-headless-shell on PATH (.ci/run installs Debian's chromium)");
         return;
     };

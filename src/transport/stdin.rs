@@ -377,6 +377,11 @@ mod tests {
             lanes.control.recv_timeout(WAIT),
             Ok(ControlFrame::InputClosed)
         ));
+        // The queue thread may still be moving the lookahead into the lane.
+        let deadline = std::time::Instant::now() + WAIT;
+        while lanes.commands.len() < COMMAND_QUEUE && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert_eq!(lanes.commands.len(), COMMAND_QUEUE, "the lane is bounded");
         drain_in_order(&lanes.commands, queued);
     }
