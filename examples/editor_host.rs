@@ -159,6 +159,8 @@ fn check(reply: &Value, what: &str) -> Result<(), String> {
 
 /// One line per assistant text and per finished tool call, until `agent_end`.
 fn tell_run(gjc: &mut RpcClient) -> Result<(), Box<dyn std::error::Error>> {
+    // `tool_execution_end` names the call, not its arguments: they come with its start.
+    let mut started: std::collections::HashMap<String, Value> = Default::default();
     loop {
         let frame = gjc.recv(WAIT)?.value;
         if frame["type"] != "event" {
@@ -177,7 +179,13 @@ fn tell_run(gjc: &mut RpcClient) -> Result<(), Box<dyn std::error::Error>> {
                     _ => {}
                 }
             }
+            "tool_execution_start" => {
+                let id = event["toolCallId"].as_str().unwrap_or("").to_string();
+                started.insert(id, event.clone());
+            }
             "tool_execution_end" => {
+                let id = event["toolCallId"].as_str().unwrap_or("");
+                let call = started.remove(id).unwrap_or_else(|| event.clone());
                 let outcome = if event["isError"] == true {
                     "failed"
                 } else {
@@ -186,7 +194,7 @@ fn tell_run(gjc: &mut RpcClient) -> Result<(), Box<dyn std::error::Error>> {
                 println!(
                     "  {} {} -> {outcome}: {}",
                     event["toolName"].as_str().unwrap_or("?"),
-                    clip(&describe_args(event)),
+                    clip(&describe_args(&call)),
                     summarize(&first_text(&event["result"]))
                 );
             }
@@ -195,7 +203,7 @@ fn tell_run(gjc: &mut RpcClient) -> Result<(), Box<dyn std::error::Error>> {
                 println!("  (model error: {})", event["message"]["errorMessage"])
             }
             "agent_end" => {
-                println!("run ended: {}", event["stopReason"].as_str().unwrap_or("?"));
+                println!("run ended: {}", event["outcome"].as_str().unwrap_or("?"));
                 return Ok(());
             }
             _ => {}

@@ -72,7 +72,9 @@ struct HookSpec {
 pub struct Hooks {
     pub hooks: Vec<Hook>,
     pub bash: BashHandle,
-    pub out: OutTx,
+    /// Where `extension_error` frames go; given up at shutdown (`release`) so the stdout writer
+    /// sees its last sender leave and finishes.
+    out: Mutex<Option<OutTx>>,
     pub cwd: PathBuf,
     /// Observer hooks still running, each told done through its receiver; shutdown waits for
     /// them so that none is killed half-way and `session_end` comes last.
@@ -99,7 +101,7 @@ pub fn install(agent_dir: &Path, cwd: &Path, bash: BashHandle, out: OutTx) -> Ar
             Arc::new(Hooks {
                 hooks,
                 bash,
-                out,
+                out: Mutex::new(Some(out)),
                 cwd: cwd.to_path_buf(),
                 running: Mutex::new(Vec::new()),
             })
@@ -186,12 +188,15 @@ impl Hooks {
 
     /// The `extension_error` frame for a hook that failed.
     pub fn report(&self, hook: &Hook, error: &str) {
-        report(
-            &self.out,
-            &hook.command.display().to_string(),
-            &hook.event,
-            error,
-        );
+        let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(out) = out.as_ref() {
+            report(out, &hook.command.display().to_string(), &hook.event, error);
+        }
+    }
+
+    /// At shutdown, after `session_end`: no more frames from hooks.
+    pub fn release(&self) {
+        self.out.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 
     /// Runs the observer hooks of `event` (their output is ignored) on a `gjc-hook` thread; the

@@ -35,6 +35,7 @@ impl SessionLoop {
         hooks.wait_running(deadline);
         hooks.notify("session_end", self.hook_payload("session_end", json!({})));
         hooks.wait_running(deadline);
+        hooks.release();
     }
 
     /// Fires `before_compact` (`reason`: `manual`, `threshold` or `overflow`).
