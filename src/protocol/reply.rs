@@ -279,8 +279,30 @@ pub struct Models {
 
 /// `list_sessions`.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct Sessions<T: Serialize> {
-    pub sessions: Vec<T>,
+pub struct Sessions {
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// One session file, newest first in `list_sessions`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub id: String,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+    /// The file's modification time, ISO-8601 UTC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modified: Option<String>,
+    pub message_count: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
 }
 
 /// `export_html`.

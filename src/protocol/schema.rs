@@ -201,7 +201,7 @@ fn payload(gen: &mut SchemaGenerator, command: &str) -> Payload {
         "get_branch_messages" => gen.subschema_for::<BranchMessages>(),
         "get_last_assistant_text" => gen.subschema_for::<LastAssistantText>(),
         "get_messages" => gen.subschema_for::<MessageList>(),
-        "list_sessions" => gen.subschema_for::<Sessions<Map<String, Value>>>(),
+        "list_sessions" => gen.subschema_for::<Sessions>(),
         "get_login_providers" => gen.subschema_for::<LoginProviders>(),
         // No payload for a model without thinking levels.
         "cycle_thinking_level" => return Payload::Maybe(gen.subschema_for::<ThinkingLevel>()),

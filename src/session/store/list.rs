@@ -4,12 +4,13 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::format::message_text;
+use crate::protocol::reply::SessionSummary;
 
 /// One line of `list_sessions`.
-pub fn summary(path: &Path) -> Option<Value> {
+pub fn summary(path: &Path) -> Option<SessionSummary> {
     let file = File::open(path).ok()?;
     let meta = file.metadata().ok()?;
     let mut lines = BufReader::new(file).split(b'\n');
@@ -39,11 +40,18 @@ pub fn summary(path: &Path) -> Option<Value> {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| crate::ids::iso_from_ms(d.as_millis() as u64));
-    Some(json!({
-        "id": header["id"], "path": path.display().to_string(), "name": header.get("title"),
-        "created": header["timestamp"], "modified": modified, "messageCount": count, "firstMessage": first,
-        "cwd": header["cwd"], "parentSession": header.get("parentSession"),
-    }))
+    let text = |key: &str| header.get(key).and_then(Value::as_str).map(str::to_string);
+    Some(SessionSummary {
+        id: text("id")?,
+        path: path.display().to_string(),
+        name: text("title"),
+        created: text("timestamp"),
+        modified,
+        message_count: count,
+        first_message: first,
+        cwd: text("cwd"),
+        parent_session: text("parentSession"),
+    })
 }
 
 /// The folder for sessions of `cwd` under `root` (`~/src/app` → `-src-app`, else `--srv-app--`).
@@ -62,7 +70,7 @@ pub fn cwd_dir(root: &Path, cwd: &Path) -> PathBuf {
 }
 
 /// Session files under `dir` (or every folder under `root` with `all`), newest first.
-pub fn list(root: &Path, dir: &Path, all: bool) -> Vec<Value> {
+pub fn list(root: &Path, dir: &Path, all: bool) -> Vec<SessionSummary> {
     let dirs: Vec<PathBuf> = if all {
         std::fs::read_dir(root)
             .map(|r| {
@@ -75,7 +83,7 @@ pub fn list(root: &Path, dir: &Path, all: bool) -> Vec<Value> {
     } else {
         vec![dir.to_path_buf()]
     };
-    let mut out: Vec<Value> = dirs
+    let mut out: Vec<SessionSummary> = dirs
         .iter()
         .flat_map(|d| {
             std::fs::read_dir(d)
@@ -87,7 +95,7 @@ pub fn list(root: &Path, dir: &Path, all: bool) -> Vec<Value> {
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .filter_map(|p| summary(&p))
         .collect();
-    out.sort_by(|a, b| b["modified"].as_str().cmp(&a["modified"].as_str()));
+    out.sort_by(|a, b| b.modified.cmp(&a.modified));
     out
 }
 
