@@ -131,6 +131,7 @@ pub fn run(args: Args, parent: Parent) -> i32 {
         store,
         session_dir,
         sessions_root,
+        workflow: Default::default(),
     };
     serve(state, &args, session_id, parent)
 }

@@ -18,6 +18,8 @@ mod faults;
 mod framing;
 /// A standing corpus of random, mutated and pathological lines.
 mod fuzz;
+/// Workflow gates: hashes, answer outcomes, the ask tool's gate, durability.
+mod gates;
 /// Hostile input volumes: long lines, floods without reading, EOF behind a full queue.
 mod hardening_input;
 /// Spill files, escaped children, the parent watch, keys and crashes.
@@ -48,3 +50,5 @@ mod sessions;
 mod state;
 /// Todo reminders when a run would end with open tasks, and the clear of a finished list.
 mod todo_reminders;
+/// The workflow stages: /deep-interview, /ralplan, /ultragoal.
+mod workflow_stages;

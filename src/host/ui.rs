@@ -22,17 +22,26 @@ use crate::tools::{Tool, ToolContext};
 pub enum Answer {
     Value(Value),
     Confirmed(bool),
-    Cancelled { timed_out: bool },
+    Cancelled {
+        timed_out: bool,
+    },
+    /// Answered through the question's workflow gate with a request for clarification.
+    Clarify(String),
 }
 
-/// Shows a dialog and waits for the answer (or the default), checking `cancelled` as it waits.
-pub fn dialog(
+/// A dialog shown and not yet answered.
+pub struct Shown {
+    pub id: String,
+    rx: crossbeam_channel::Receiver<HostEvent>,
+}
+
+/// Shows a dialog without waiting; `None` when the host thread did not take it.
+pub fn show(
     host: &HostHandle,
     method: &'static str,
     fields: Map<String, Value>,
     timeout: Option<Duration>,
-    cancelled: &dyn Fn() -> bool,
-) -> Answer {
+) -> Option<Shown> {
     let (reply, rx) = unbounded();
     let (id_tx, id_rx) = unbounded();
     let mut fields = fields;
@@ -46,33 +55,49 @@ pub fn dialog(
         reply,
         id_tx: Some(id_tx),
     });
-    let Ok(id) = id_rx.recv_timeout(Duration::from_secs(5)) else {
+    let id = id_rx.recv_timeout(Duration::from_secs(5)).ok()?;
+    Some(Shown { id, rx })
+}
+
+impl Shown {
+    /// The answer if it came within `wait`; `None` while the dialog is still open.
+    pub fn poll(&self, wait: Duration) -> Option<Answer> {
+        match self.rx.recv_timeout(wait) {
+            Ok(HostEvent::Ui(r)) if r.cancelled => Some(Answer::Cancelled {
+                timed_out: r.timed_out,
+            }),
+            Ok(HostEvent::Ui(r)) => Some(match (r.confirmed, r.value) {
+                (Some(c), _) => Answer::Confirmed(c),
+                (None, Some(v)) => Answer::Value(v),
+                (None, None) => Answer::Cancelled { timed_out: false },
+            }),
+            Ok(HostEvent::Rejected { timed_out, .. }) => Some(Answer::Cancelled { timed_out }),
+            Ok(_) | Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                Some(Answer::Cancelled { timed_out: false })
+            }
+        }
+    }
+}
+
+/// Shows a dialog and waits for the answer (or the default), checking `cancelled` as it waits.
+pub fn dialog(
+    host: &HostHandle,
+    method: &'static str,
+    fields: Map<String, Value>,
+    timeout: Option<Duration>,
+    cancelled: &dyn Fn() -> bool,
+) -> Answer {
+    let Some(shown) = show(host, method, fields, timeout) else {
         return Answer::Cancelled { timed_out: false };
     };
     loop {
         if cancelled() {
-            host.cancel(id);
+            host.cancel(shown.id);
             return Answer::Cancelled { timed_out: false };
         }
-        match rx.recv_timeout(Duration::from_millis(10)) {
-            Ok(HostEvent::Ui(r)) if r.cancelled => {
-                return Answer::Cancelled {
-                    timed_out: r.timed_out,
-                }
-            }
-            Ok(HostEvent::Ui(r)) => {
-                return match (r.confirmed, r.value) {
-                    (Some(c), _) => Answer::Confirmed(c),
-                    (None, Some(v)) => Answer::Value(v),
-                    (None, None) => Answer::Cancelled { timed_out: false },
-                }
-            }
-            Ok(HostEvent::Rejected { timed_out, .. }) => return Answer::Cancelled { timed_out },
-            Ok(_) => {}
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                return Answer::Cancelled { timed_out: false }
-            }
+        if let Some(answer) = shown.poll(Duration::from_millis(10)) {
+            return answer;
         }
     }
 }
@@ -131,6 +156,7 @@ impl Tool for Ask {
                             "multiline": {"type": "boolean", "description": "A long free-text answer (an editor)"},
                             "prefill": {"type": "string", "description": "Initial text for a multiline answer"},
                             "recommended": {"type": "integer", "minimum": 0, "description": "Index of the recommended option"},
+                            "workflowGate": {"type": "object", "properties": {"stage": {"type": "string"}, "kind": {"type": "string"}}, "description": "The workflow gate this question opens (default: deep-interview question)"},
                             "timeoutSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "Give up waiting after this long; the question then has no answer and the result says it timed out"}
                         },
                         "required": ["question"]
@@ -189,7 +215,10 @@ impl Tool for Ask {
                 .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
             // A timed-out question stays unanswered, recommended option or not: the model must
             // never mistake a default for the user's choice.
-            let answer = dialog(host, method, fields, timeout, &|| ctx.is_cancelled());
+            let answer = match ask_one(host, ctx, q, i, method, fields, timeout) {
+                Ok(a) => a,
+                Err(e) => return ToolOutput::error(e),
+            };
             if ctx.is_cancelled() {
                 return ToolOutput::error("The question was cancelled");
             }
@@ -213,6 +242,10 @@ impl Tool for Ask {
                     v.clone(),
                 ),
                 Answer::Confirmed(c) => (c.to_string(), json!(c)),
+                Answer::Clarify(q) => (
+                    format!("(no answer yet: the user asks for clarification: {q})"),
+                    json!({"clarificationQuestion": q}),
+                ),
                 Answer::Cancelled { timed_out: true } => (
                     "(no answer: the question timed out before the user chose anything)".into(),
                     Value::Null,
@@ -230,5 +263,99 @@ impl Tool for Ask {
             answers.push(entry);
         }
         ToolOutput::text(text.trim_end().to_string()).with_details(json!({"answers": answers}))
+    }
+}
+
+/// One question: its workflow gate is opened first (persisted, frame written), then, unless the
+/// session is unattended, the UI dialog. The first answer wins; the other is withdrawn (the
+/// dialog gets a `cancel`, the gate is settled with the dialog's answer or withdrawn).
+fn ask_one(
+    host: &HostHandle,
+    ctx: &ToolContext,
+    q: &Value,
+    index: usize,
+    method: &'static str,
+    fields: Map<String, Value>,
+    timeout: Option<Duration>,
+) -> Result<Answer, String> {
+    use crate::gates::{GateRequest, OpenWhat};
+    use crate::workflow::{ask, tool};
+    let spec = ask::question_gate(q, index);
+    // No broker reachable (outside a session): the dialog alone.
+    let opened = tool::open(ctx, OpenWhat::Question(spec))?;
+    let labels = ask::labels(q);
+    let decode = |answer: &Value| -> Result<Answer, String> {
+        let d = ask::decode(answer, &labels, ask::is_multi(q))?;
+        Ok(gate_answer(q, d))
+    };
+    let Some(gate) = opened else {
+        return Ok(dialog(host, method, fields, timeout, &|| {
+            ctx.is_cancelled()
+        }));
+    };
+    if gate.unattended {
+        return match tool::wait(ctx, &gate.gate_id, &gate.answer, timeout) {
+            Some(answer) => decode(&answer),
+            None => Ok(Answer::Cancelled {
+                timed_out: !ctx.is_cancelled(),
+            }),
+        };
+    }
+    let withdraw = || {
+        ctx.gate(GateRequest::Withdraw {
+            gate_id: gate.gate_id.clone(),
+        })
+    };
+    let Some(shown) = show(host, method, fields, timeout) else {
+        withdraw();
+        return Ok(Answer::Cancelled { timed_out: false });
+    };
+    loop {
+        if ctx.is_cancelled() {
+            host.cancel(shown.id);
+            withdraw();
+            return Ok(Answer::Cancelled { timed_out: false });
+        }
+        if let Ok(answer) = gate.answer.try_recv() {
+            host.cancel(shown.id);
+            return decode(&answer);
+        }
+        match shown.poll(Duration::from_millis(10)) {
+            None => {}
+            Some(a @ Answer::Cancelled { .. }) => {
+                withdraw();
+                return Ok(a);
+            }
+            Some(a) => {
+                let value = match &a {
+                    Answer::Confirmed(c) => json!(c),
+                    Answer::Value(v) => v.clone(),
+                    _ => Value::Null,
+                };
+                let answer = ask::from_dialog(&value, &labels);
+                ctx.gate(GateRequest::ResolvedElsewhere {
+                    gate_id: gate.gate_id.clone(),
+                    answer,
+                });
+                return Ok(a);
+            }
+        }
+    }
+}
+
+/// A decoded gate answer in the form the dialog would have given.
+fn gate_answer(q: &Value, d: crate::workflow::ask::Decoded) -> Answer {
+    if let Some(question) = d.clarification {
+        return Answer::Clarify(question);
+    }
+    if q["confirm"].as_bool() == Some(true) && d.custom.is_none() {
+        return Answer::Confirmed(d.selected.first().is_some_and(|s| s == "Yes"));
+    }
+    let mut picked: Vec<Value> = d.selected.into_iter().map(Value::String).collect();
+    picked.extend(d.custom.map(Value::String));
+    if q["multi"].as_bool() == Some(true) {
+        Answer::Value(Value::Array(picked))
+    } else {
+        Answer::Value(picked.into_iter().next().unwrap_or(Value::Null))
     }
 }

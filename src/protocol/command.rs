@@ -189,6 +189,8 @@ pub struct HostUriSchemeDefinition {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct WorkflowGateResponseParams {
     pub gate_id: String,
+    /// Absent means null (the published client leaves a null answer out).
+    #[serde(default)]
     pub answer: Value,
     #[serde(default)]
     pub idempotency_key: Option<String>,

@@ -8,6 +8,7 @@
 pub mod command;
 pub mod decode;
 pub mod event;
+pub mod gate;
 pub mod host_reply;
 pub mod message;
 pub mod outbound;

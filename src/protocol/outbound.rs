@@ -196,6 +196,7 @@ impl From<TypedError> for ErrorValue {
 }
 
 /// An error with a machine-readable code, such as `not_supported: handoff is not available`.
+#[derive(Debug)]
 pub struct TypedError {
     pub code: &'static str,
     pub message: String,
@@ -214,7 +215,7 @@ impl TypedError {
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum FlatFrame {
-    WorkflowGate(Value),
+    WorkflowGate(super::gate::WorkflowGate),
     ExtensionUiRequest(UiRequest),
     ExtensionError {
         #[serde(rename = "extensionPath")]

@@ -94,6 +94,11 @@ pub struct SessionState {
     pub message_count: usize,
     pub queued_message_count: usize,
     pub todo_phases: Vec<TodoPhase>,
+    /// The ids of the workflow gates waiting for an answer, oldest first.
+    pub pending_workflow_gate_ids: Vec<String>,
+    /// The workflow stage in progress (`deep-interview`, `ralplan`, `ultragoal`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow_stage: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_usage: Option<ContextUsage>,
     /// With `include: ["systemPrompt"]`.

@@ -203,6 +203,8 @@ fn payload(gen: &mut SchemaGenerator, command: &str) -> Payload {
         "get_messages" => gen.subschema_for::<MessageList>(),
         "list_sessions" => gen.subschema_for::<Sessions>(),
         "get_login_providers" => gen.subschema_for::<LoginProviders>(),
+        "workflow_gate_response" => gen.subschema_for::<super::gate::GateResolution>(),
+        "get_pending_workflow_gates" => gen.subschema_for::<super::gate::PendingGates>(),
         // No payload for a model without thinking levels.
         "cycle_thinking_level" => return Payload::Maybe(gen.subschema_for::<ThinkingLevel>()),
         _ => return Payload::None,

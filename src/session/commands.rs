@@ -136,9 +136,11 @@ impl SessionLoop {
                 ),
             }
             .into()),
-            Command::WorkflowGateResponse(_)
-            | Command::GetPendingWorkflowGates(_)
-            | Command::NegotiateUnattended(_) => Err(TypedError::not_supported(
+            Command::WorkflowGateResponse(p) => self
+                .workflow_gate_response(p)
+                .and_then(|v| data(&v)),
+            Command::GetPendingWorkflowGates(_) => data(&self.pending_workflow_gates()),
+            Command::NegotiateUnattended(_) => Err(TypedError::not_supported(
                 name,
                 "this build has no workflow gates or unattended mode",
             )
@@ -162,7 +164,12 @@ impl SessionLoop {
     /// Starts a run, or queues the message while one streams (with `streamingBehavior`). Failures
     /// known at once (busy, no model, no key) are the only response; otherwise the ack comes first.
     fn prompt(&mut self, id: Option<Value>, p: PromptParams) {
-        let message = UserMessage::new(&p.message, &p.images);
+        let text = if self.is_busy() {
+            p.message.clone()
+        } else {
+            self.start_stage_if_asked(&p.message)
+        };
+        let message = UserMessage::new(&text, &p.images);
         if self.is_busy() {
             let queue = match p.streaming_behavior {
                 Some(StreamingBehavior::Steer) => &mut self.state.queues.steering,

@@ -13,6 +13,7 @@
 pub mod commands;
 pub mod compaction;
 pub mod context;
+pub mod gates;
 pub mod hooks;
 pub mod queue;
 pub mod retry;
@@ -148,6 +149,7 @@ impl SessionLoop {
     pub fn run(mut self) {
         self.registry_update();
         self.start_hooks();
+        self.recover_gates();
         while !self.closing {
             match self.next_event() {
                 Event::Control(ControlFrame::Command { id, command }) => {

@@ -518,6 +518,9 @@ impl SessionLoop {
         if let Some((outcome, error)) = failure {
             return self.end_run(outcome, error);
         }
+        if let Some(reason) = self.take_denial() {
+            return self.end_run(Outcome::Denied, Some(reason));
+        }
         let mut next = self.state.queues.poll_steering();
         if next.is_empty() && !ran_tools {
             next = self.state.queues.poll_follow_up();

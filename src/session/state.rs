@@ -37,6 +37,8 @@ pub struct Session {
     /// Where sessions of this cwd live, and the root of all session folders.
     pub session_dir: PathBuf,
     pub sessions_root: PathBuf,
+    /// Workflow gates and the stage in progress.
+    pub workflow: crate::workflow::Workflow,
 }
 
 impl Session {
@@ -85,6 +87,14 @@ impl Session {
             message_count: self.messages.len(),
             queued_message_count: self.queues.len(),
             todo_phases: self.todos.clone(),
+            pending_workflow_gate_ids: self
+                .workflow
+                .broker
+                .as_ref()
+                .filter(|b| b.session_id() == self.id)
+                .map(|b| b.pending_ids())
+                .unwrap_or_default(),
+            workflow_stage: self.workflow.stage.as_ref().map(|s| s.stage.clone()),
             context_usage: self.context_usage(),
             system_prompt: wants(&["systemPrompt"]).then(|| vec![self.system_prompt.clone()]),
             dump_tools: wants(&["tools", "dumpTools"]).then(|| {

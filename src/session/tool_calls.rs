@@ -54,6 +54,10 @@ impl SessionLoop {
                 );
                 continue;
             };
+            if let Some(refusal) = self.state.workflow.refusal(&call.name, &call.arguments) {
+                self.complete_tool(&call, ToolOutput::error(refusal));
+                continue;
+            }
             if let Err(e) = self.state.tools.validate(&call.name, &call.arguments) {
                 self.complete_tool(&call, ToolOutput::error(e));
                 continue;
@@ -86,6 +90,13 @@ impl SessionLoop {
     }
 
     pub fn on_tool(&mut self, msg: ToolMsg) {
+        if let ToolEvent::Gate(request) = msg.event {
+            let current = self.run.as_ref().is_some_and(|r| {
+                r.generation == msg.generation
+                    && matches!(&r.phase, Phase::Tools { running: Some((c, _)), .. } if c.id == msg.call_id)
+            });
+            return self.on_gate_request(current, request);
+        }
         let Some(run) = &mut self.run else { return };
         let Phase::Tools {
             running: Some((call, _)),
@@ -118,6 +129,7 @@ impl SessionLoop {
                 self.skip_rest_if_steered();
                 self.next_tool();
             }
+            ToolEvent::Gate(_) => {}
         }
     }
 

@@ -37,6 +37,8 @@ pub struct ToolContext {
     pub host: Option<HostHandle>,
     pub schemes: Arc<Vec<UriScheme>>,
     updates: Box<dyn Fn(ToolOutput) + Send + Sync>,
+    /// Reaches the gate broker (through the session); false when there is none.
+    gates: Box<dyn Fn(crate::gates::GateRequest) -> bool + Send + Sync>,
 }
 
 /// What a tool call may use besides its arguments; cloned per call from the session.
@@ -59,6 +61,7 @@ impl ToolContext {
             host: None,
             schemes: Arc::default(),
             updates: Box::new(|_| {}),
+            gates: Box::new(|_| false),
         }
     }
 
@@ -103,6 +106,11 @@ impl ToolContext {
     pub fn update(&self, partial: ToolOutput) {
         (self.updates)(partial);
     }
+
+    /// Sends a request to the gate broker; false when no broker is reachable.
+    pub fn gate(&self, request: crate::gates::GateRequest) -> bool {
+        (self.gates)(request)
+    }
 }
 
 pub trait Tool: Send + Sync {
@@ -136,6 +144,7 @@ pub fn all_builtin() -> Vec<Arc<dyn Tool>> {
         Arc::new(ls::Ls),
         Arc::new(todo::TodoWrite),
         Arc::new(crate::host::ui::Ask),
+        Arc::new(crate::workflow::tool::WorkflowGateTool),
     ]
 }
 
@@ -178,6 +187,19 @@ impl ToolRegistry {
             entries,
             host: Vec::new(),
         })
+    }
+
+    /// Activates a built-in tool that was not chosen at start-up (a workflow stage needs it).
+    pub fn ensure_builtin(&mut self, name: &str) {
+        if self.entries.iter().any(|e| e.tool.name() == name) {
+            return;
+        }
+        if let Some(tool) = all_builtin().into_iter().find(|t| t.name() == name) {
+            self.entries.push(Entry {
+                validator: std::sync::OnceLock::new(),
+                tool,
+            });
+        }
     }
 
     fn all(&self) -> impl Iterator<Item = &Entry> {
@@ -259,6 +281,8 @@ pub struct ToolMsg {
 pub enum ToolEvent {
     Update(ToolOutput),
     Done(ToolOutput),
+    /// A request to the gate broker, which the session owns.
+    Gate(crate::gates::GateRequest),
 }
 
 /// What the session keeps for a running call.
@@ -278,6 +302,8 @@ pub fn spawn(
     let cancel = Arc::new(AtomicBool::new(false));
     let update_tx = tx.clone();
     let update_id = call_id.clone();
+    let gate_tx = tx.clone();
+    let gate_id = call_id.clone();
     let ctx = ToolContext {
         cwd: services.cwd,
         call_id: call_id.clone(),
@@ -292,6 +318,15 @@ pub fn spawn(
                 call_id: update_id.clone(),
                 event: ToolEvent::Update(partial),
             });
+        }),
+        gates: Box::new(move |request| {
+            gate_tx
+                .send(ToolMsg {
+                    generation,
+                    call_id: gate_id.clone(),
+                    event: ToolEvent::Gate(request),
+                })
+                .is_ok()
         }),
     };
     log::debug!("tool {} call {call_id} starts", tool.name());
@@ -365,6 +400,7 @@ pub(crate) mod tests {
             host: None,
             schemes: Arc::default(),
             updates: Box::new(|_| {}),
+            gates: Box::new(|_| false),
         };
         (dir, ctx)
     }

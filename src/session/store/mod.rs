@@ -17,7 +17,7 @@ mod load;
 mod repair;
 #[cfg(test)]
 mod testing;
-mod write;
+pub(crate) mod write;
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};

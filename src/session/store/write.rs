@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 /// Creates `dir` and its missing parents, private to the user.
-pub(super) fn create_dir(dir: &Path) -> Result<(), String> {
+pub(crate) fn create_dir(dir: &Path) -> Result<(), String> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -45,7 +45,7 @@ pub(super) fn append_all(file: &mut File, bytes: &[u8]) -> io::Result<()> {
 /// Replaces `path` with what `fill` writes: into a private temporary file beside it, synced, then
 /// renamed over `path`, and the folder synced so the rename itself survives a crash. A failure
 /// leaves `path` as it was and removes the temporary file.
-pub(super) fn replace_file(
+pub(crate) fn replace_file(
     path: &Path,
     fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
 ) -> io::Result<()> {

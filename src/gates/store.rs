@@ -1,0 +1,207 @@
+//! The gate store: one JSON file per session in the session folder under the agent dir
+//! (`<session dir>/workflow-gates/<session id>.json`), rewritten whole on every change (written
+//! aside, synced, renamed into place, the folder synced). A file that cannot be read is renamed
+//! aside (`.corrupt-<ms>`) and reported; the counters are recovered from the gate ids still
+//! legible in it, so no id is ever issued twice.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::protocol::gate::{GateResolution, WorkflowGate};
+use crate::session::store::write::{create_dir, replace_file};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pending,
+    Accepted,
+    /// Answered another way (the UI dialog) or abandoned by its producer (the tool call was
+    /// cancelled): no longer listed nor answerable.
+    Withdrawn,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    pub gate: WorkflowGate,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<GateResolution>,
+    /// The waiting work was given the answer (or the session applied it, when nothing waited).
+    #[serde(default)]
+    pub advanced: bool,
+    /// Who resolved it: `host` (a `workflow_gate_response`) or `extension_ui`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StoreFile {
+    #[serde(default = "version")]
+    pub version: u32,
+    /// The last sequence number issued per stage.
+    #[serde(default)]
+    pub counters: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub gates: BTreeMap<String, Record>,
+    /// The workflow stage in progress (`crate::workflow::StageState`), null when none.
+    #[serde(default)]
+    pub workflow: Value,
+}
+
+fn version() -> u32 {
+    1
+}
+
+pub struct GateStore {
+    path: Option<PathBuf>,
+    pub data: StoreFile,
+}
+
+impl GateStore {
+    pub fn in_memory() -> GateStore {
+        GateStore {
+            path: None,
+            data: StoreFile {
+                version: 1,
+                ..StoreFile::default()
+            },
+        }
+    }
+
+    pub fn path_for(session_dir: &Path, session_id: &str) -> PathBuf {
+        session_dir
+            .join("workflow-gates")
+            .join(format!("{session_id}.json"))
+    }
+
+    /// Loads the store at `path` (a missing file is an empty store). A corrupt file is moved
+    /// aside; the second value then says where, for the host to be told.
+    pub fn load(path: PathBuf) -> (GateStore, Option<String>) {
+        let mut store = GateStore {
+            path: Some(path.clone()),
+            data: StoreFile {
+                version: 1,
+                ..StoreFile::default()
+            },
+        };
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (store, None),
+            Err(e) => {
+                let notice = format!(
+                    "cannot read the workflow gate store {}: {e}",
+                    path.display()
+                );
+                // Unreadable but present: writing over it would lose it, so stay in memory.
+                store.path = None;
+                return (store, Some(notice));
+            }
+        };
+        match serde_json::from_slice::<StoreFile>(&bytes) {
+            Ok(data) => {
+                store.data = data;
+                (store, None)
+            }
+            Err(e) => {
+                store.data.counters = salvage_counters(&String::from_utf8_lossy(&bytes));
+                let aside = path.with_extension(format!("json.corrupt-{}", crate::ids::now_ms()));
+                let moved = std::fs::rename(&path, &aside);
+                let notice = match moved {
+                    Ok(()) => format!(
+                        "the workflow gate store {} was corrupt ({e}); it was kept as {} and a new store started",
+                        path.display(),
+                        aside.display()
+                    ),
+                    Err(re) => {
+                        store.path = None;
+                        format!(
+                            "the workflow gate store {} is corrupt ({e}) and could not be moved aside ({re}); gates of this session are kept in memory only",
+                            path.display()
+                        )
+                    }
+                };
+                (store, Some(notice))
+            }
+        }
+    }
+
+    pub fn is_durable(&self) -> bool {
+        self.path.is_some()
+    }
+
+    /// Writes the whole store atomically (private file, private folder).
+    pub fn save(&self) -> Result<(), String> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        if let Some(dir) = path.parent() {
+            create_dir(dir)?;
+        }
+        let bytes = serde_json::to_vec_pretty(&self.data).map_err(|e| e.to_string())?;
+        replace_file(path, |out| out.write_all(&bytes)).map_err(|e| {
+            format!(
+                "cannot write the workflow gate store {}: {e}",
+                path.display()
+            )
+        })
+    }
+}
+
+/// The highest sequence number per stage among the gate ids found in `text`.
+fn salvage_counters(text: &str) -> BTreeMap<String, u64> {
+    let mut counters = BTreeMap::new();
+    let re =
+        regex::Regex::new(r"wg_[A-Za-z0-9]{1,8}_(deep-interview|ralplan|ultragoal)_([0-9]{6})")
+            .expect("a valid pattern");
+    for c in re.captures_iter(text) {
+        let seq: u64 = c[2].parse().unwrap_or(0);
+        let entry = counters.entry(c[1].to_string()).or_insert(0);
+        *entry = (*entry).max(seq);
+    }
+    counters
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn saved_private_and_loaded_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = GateStore::path_for(tmp.path(), "s1");
+        let (mut store, notice) = GateStore::load(path.clone());
+        assert!(notice.is_none());
+        store.data.counters.insert("ralplan".into(), 3);
+        store.save().unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let (back, _) = GateStore::load(path);
+        assert_eq!(back.data.counters["ralplan"], 3);
+    }
+
+    #[test]
+    fn a_corrupt_store_is_kept_aside_and_its_counters_recovered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = GateStore::path_for(tmp.path(), "s1");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "{\"gates\":{\"wg_abcd1234_ralplan_000007\": {tru").unwrap();
+        let (store, notice) = GateStore::load(path.clone());
+        assert!(notice.unwrap().contains("corrupt"));
+        assert_eq!(store.data.counters["ralplan"], 7);
+        assert!(!path.exists());
+        let aside: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+        assert_eq!(aside.len(), 1);
+    }
+}
