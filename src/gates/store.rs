@@ -97,7 +97,15 @@ impl GateStore {
         };
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (store, None),
+            // No store yet (or no session folder at all: a save will say why when a gate opens).
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return (store, None)
+            }
             Err(e) => {
                 let notice = format!(
                     "cannot read the workflow gate store {}: {e}",

@@ -218,39 +218,11 @@ pub fn decision_schema(kind: &str) -> Value {
     }
 }
 
-/// Whether a shell command certainly changes nothing. Deliberately conservative: a single
-/// simple command from a short list of read-only programs, with no redirection, substitution,
-/// chaining or globbing tricks; anything else counts as mutating.
-// To be replaced by the shared fail-closed classifier of the unattended control plane once it
-// is in this tree, so both enforce the same rules.
+/// Whether a shell command certainly changes nothing: the unattended control plane's
+/// fail-closed classifier calls it `bash.readonly` (unknown commands count as mutating), so the
+/// stages and unattended mode enforce the same rules. An empty command has nothing to run.
 pub fn is_read_only_command(command: &str) -> bool {
-    const PROGRAMS: &[&str] = &[
-        "ls", "cat", "pwd", "echo", "grep", "rg", "head", "tail", "wc", "stat", "file", "which",
-        "whoami", "true", "false", "diff", "basename", "dirname", "realpath", "cmp", "tr", "cut",
-    ];
-    const GIT_READ: &[&str] = &[
-        "status",
-        "log",
-        "diff",
-        "show",
-        "rev-parse",
-        "ls-files",
-        "blame",
-    ];
-    let c = command.trim();
-    if c.is_empty() || c.contains(['>', '<', '`', '$', ';', '&', '|', '\n', '\\', '(', ')']) {
-        return false;
-    }
-    let words: Vec<&str> = c.split_whitespace().collect();
-    match words[0] {
-        "git" => {
-            words.get(1).is_some_and(|s| GIT_READ.contains(s))
-                && !words
-                    .iter()
-                    .any(|w| w.starts_with("--output") || *w == "-o")
-        }
-        p => PROGRAMS.contains(&p),
-    }
+    !command.trim().is_empty() && crate::control::is_read_only(command)
 }
 
 #[cfg(test)]
@@ -272,7 +244,7 @@ mod tests {
     }
 
     #[test]
-    fn conservative_read_only_check() {
+    fn read_only_commands_by_the_shared_classifier() {
         for c in ["ls -la", "git status", "cat a.txt", "grep -rn foo src"] {
             assert!(is_read_only_command(c), "{c}");
         }
