@@ -147,6 +147,9 @@ Environment:
   GJC_COMMAND_ID              Set by gjc in each shell command's environment (not read from
                               gjc's own): finds the command's escaped descendants.
   GJC_TEST_PANIC              Debug builds only, for tests: the thread named here panics.
+  GJC_TEST_ABORT_AFTER_GATE_ACCEPT
+                              Debug builds only, for tests: the process aborts right after an
+                              accepted gate answer is persisted, before it is applied.
 
 Exit status:
   0    stdin closed, or SIGTERM, SIGINT, SIGHUP or the parent's exit, and gjc shut down cleanly.

@@ -359,3 +359,47 @@ fn gate_answer(q: &Value, d: crate::workflow::ask::Decoded) -> Answer {
         Answer::Value(picked.into_iter().next().unwrap_or(Value::Null))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gates::{GateRequest, Opened};
+    use crate::protocol::Outbound;
+
+    /// Unattended: the question is answered through its gate only; no dialog is ever shown.
+    #[test]
+    fn unattended_questions_go_through_the_gate_alone() {
+        let (out_tx, out_rx, _) = crate::output::lane();
+        let (host, thread) = super::super::spawn(out_tx).unwrap();
+        let (_dir, ctx) = crate::tools::tests::ctx();
+        let opened = std::sync::Mutex::new(Vec::new());
+        let seen = std::sync::Arc::new(opened);
+        let log = seen.clone();
+        let mut ctx = ctx.with_gates(move |request| {
+            if let GateRequest::Open { what, reply } = request {
+                log.lock().unwrap().push(format!("{what:?}"));
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                tx.send(json!({"selected": ["B"]})).unwrap();
+                let _ = reply.send(Ok(Opened {
+                    gate_id: "wg_x_deep-interview_000001".into(),
+                    unattended: true,
+                    answer: rx,
+                }));
+            }
+            true
+        });
+        ctx.host = Some(host.clone());
+        let args = json!({"questions": [{"question": "Pick?", "options": [{"label": "A"}, {"label": "B"}]}]});
+        let out = Ask.execute(&args, &ctx);
+        assert!(!out.is_error);
+        assert_eq!(out.details.unwrap()["answers"][0]["answer"], "B");
+        assert_eq!(seen.lock().unwrap().len(), 1);
+        drop(ctx);
+        drop(host);
+        thread.join().unwrap();
+        while let Some(q) = out_rx.recv() {
+            let is_dialog = matches!(q.frame, Outbound::Frame(FlatFrame::ExtensionUiRequest(_)));
+            assert!(!is_dialog, "no dialog in unattended mode");
+        }
+    }
+}

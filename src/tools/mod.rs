@@ -107,6 +107,15 @@ impl ToolContext {
         (self.updates)(partial);
     }
 
+    /// Gives the context a way to the gate broker (tests and embedders without a session).
+    pub fn with_gates(
+        mut self,
+        gates: impl Fn(crate::gates::GateRequest) -> bool + Send + Sync + 'static,
+    ) -> ToolContext {
+        self.gates = Box::new(gates);
+        self
+    }
+
     /// Sends a request to the gate broker; false when no broker is reachable.
     pub fn gate(&self, request: crate::gates::GateRequest) -> bool {
         (self.gates)(request)
