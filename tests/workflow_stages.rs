@@ -197,3 +197,20 @@ fn a_skill_of_the_same_name_replaces_the_stage_prompt() {
         "{first}"
     );
 }
+
+#[test]
+fn a_stage_belongs_to_its_session() {
+    let mut g = gjc()
+        .script(json!({"turns": [say("Planning later.")]}))
+        .spawn();
+    g.ok(json!({"type": "prompt", "message": "/ralplan x"}));
+    assert_eq!(g.event("agent_end")["outcome"], "completed");
+    assert_eq!(
+        g.ok(json!({"type": "get_state"}))["workflowStage"],
+        "ralplan",
+        "kept until cleared"
+    );
+    g.ok(json!({"type": "new_session"}));
+    let state = g.ok(json!({"type": "get_state"}));
+    assert!(state.get("workflowStage").is_none(), "{state}");
+}

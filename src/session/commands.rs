@@ -156,6 +156,7 @@ impl SessionLoop {
             Err(e) => Response::err(id, name, e),
         };
         self.respond(response);
+        self.sync_workflow();
         if let Some(first) = self.pending_continuation.take() {
             self.start_run(first);
         }

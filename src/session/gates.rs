@@ -24,6 +24,19 @@ impl SessionLoop {
         }
     }
 
+    /// Loads the broker and stage of the current session when the session changed
+    /// (`new_session`, `switch_session`), so the previous session's stage no longer applies.
+    pub fn sync_workflow(&mut self) {
+        let broker = self.take_broker();
+        self.put_broker(broker);
+    }
+
+    /// Why the stage in progress refuses this call, if it does.
+    pub(super) fn workflow_refusal(&mut self, tool: &str, args: &Value) -> Option<String> {
+        self.sync_workflow();
+        self.state.workflow.refusal(tool, args)
+    }
+
     fn put_broker(&mut self, broker: Broker) {
         self.state.workflow.broker = Some(broker);
     }

@@ -54,7 +54,7 @@ impl SessionLoop {
                 );
                 continue;
             };
-            if let Some(refusal) = self.state.workflow.refusal(&call.name, &call.arguments) {
+            if let Some(refusal) = self.workflow_refusal(&call.name, &call.arguments) {
                 self.complete_tool(&call, ToolOutput::error(refusal));
                 continue;
             }
