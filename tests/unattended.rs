@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::{gjc, Gjc, TIMEOUT};
+use crate::support::fake_provider::sse_events;
+use crate::support::{gjc, Chunk, FakeProvider, Gjc, Reply, TIMEOUT};
 
 fn declaration(scopes: Value, allow: Value, budget: Value) -> Value {
     json!({"type": "negotiate_unattended", "declaration": {
@@ -478,4 +479,57 @@ fn the_wall_clock_stops_a_running_command() {
     }
     let r = g.request(json!({"type": "bash", "command": "true"}));
     assert_eq!(refusal(&r).2["metric"], "wall_time");
+}
+
+/// An Anthropic reply that reports `input_tokens` at its start, streams a little text and then
+/// sends nothing more.
+fn anthropic_start_then_stall(input_tokens: u64) -> Reply {
+    let head = sse_events(
+        &[
+            json!({"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],
+                "usage":{"input_tokens":input_tokens,"output_tokens":1}}}),
+            json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Thinking about it"}}),
+        ],
+        true,
+    );
+    Reply::sse_chunks(vec![Chunk::Bytes(head.into_bytes()), Chunk::Stall])
+}
+
+fn anthropic(fake: &FakeProvider) -> Gjc {
+    gjc()
+        .provider(&fake.base_url)
+        .args(&["--provider", "fake-anthropic", "--model", "m"])
+        .spawn()
+}
+
+#[test]
+fn usage_the_provider_reports_mid_stream_counts_at_once() {
+    let fake = FakeProvider::start();
+    fake.push(anthropic_start_then_stall(5000));
+    let mut g = anthropic(&fake);
+    // The prompt's input alone is over the token budget: the stream is stopped as soon as the
+    // provider says so, long before the stall watchdog.
+    g.ok(reader(budget(1000.0, 10.0, 60_000.0)));
+    let started = Instant::now();
+    g.ok(json!({"type": "prompt", "message": "hello"}));
+    let end = agent_end(&g.run_events());
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(end["outcome"], "budget_exceeded");
+    assert_eq!(end["errorDetails"]["metric"], "tokens");
+    assert_eq!(end["errorDetails"]["phase"], "model stream");
+    assert!(end["errorDetails"]["observed"].as_f64().unwrap() >= 5000.0);
+
+    // Cost: 20,000 input tokens at $3 per million are $0.06, over a $0.05 budget.
+    fake.push(anthropic_start_then_stall(20_000));
+    g.ok(declaration(
+        json!(["prompt"]),
+        json!([]),
+        json!({"max_tokens": 1_000_000, "max_tool_calls": 10, "max_wall_time_ms": 60000, "max_cost_usd": 0.05}),
+    ));
+    g.ok(json!({"type": "prompt", "message": "hello again"}));
+    let end = agent_end(&g.run_events());
+    assert_eq!(end["outcome"], "budget_exceeded");
+    assert_eq!(end["errorDetails"]["metric"], "cost");
+    assert_eq!(end["errorDetails"]["limit"], 0.05);
 }

@@ -59,6 +59,33 @@ impl Breach {
     }
 }
 
+/// What the streaming request has used so far: the provider's report (when it sends one while
+/// streaming) plus an estimate of the output streamed beyond what it reported.
+#[derive(Debug, Default, Clone, Copy)]
+struct Live {
+    stream: u64,
+    estimated_output: f64,
+    reported_total: f64,
+    reported_output: f64,
+    reported_cost: f64,
+    /// USD per output token, to price the estimate.
+    output_price: f64,
+}
+
+impl Live {
+    fn beyond_report(&self) -> f64 {
+        (self.estimated_output - self.reported_output).max(0.0)
+    }
+
+    fn tokens(&self) -> f64 {
+        self.reported_total + self.beyond_report()
+    }
+
+    fn cost(&self) -> f64 {
+        self.reported_cost + self.beyond_report() * self.output_price
+    }
+}
+
 #[derive(Debug)]
 pub struct Meter {
     pub budget: Budget,
@@ -67,11 +94,7 @@ pub struct Meter {
     /// Usage of model requests that finished since the negotiation.
     tokens: f64,
     cost: f64,
-    /// The streaming request's usage so far (an estimate until the provider's count arrives).
-    live_tokens: f64,
-    live_cost: f64,
-    /// The request the live figures belong to.
-    live_stream: Option<u64>,
+    live: Option<Live>,
     pub breach: Option<Breach>,
 }
 
@@ -92,9 +115,7 @@ impl Meter {
             tool_calls: 0,
             tokens: 0.0,
             cost: 0.0,
-            live_tokens: 0.0,
-            live_cost: 0.0,
-            live_stream: None,
+            live: None,
             breach: None,
         }
     }
@@ -141,29 +162,54 @@ impl Meter {
         Ok(())
     }
 
-    /// The streaming request `stream` produced this much more. The estimate of an earlier
-    /// request that never reported its count (aborted, cut off) stays counted.
-    pub fn live(&mut self, stream: u64, tokens: f64, cost: f64, phase: &str) -> Result<(), Breach> {
-        if self.live_stream != Some(stream) {
-            self.tokens += self.live_tokens;
-            self.cost += self.live_cost;
-            self.live_tokens = 0.0;
-            self.live_cost = 0.0;
-            self.live_stream = Some(stream);
+    /// The live figures of request `stream`. What an earlier request used and never reported at
+    /// its end (aborted, cut off) stays counted.
+    fn live_of(&mut self, stream: u64) -> &mut Live {
+        if self.live.is_some_and(|l| l.stream != stream) {
+            self.settle_live();
         }
-        self.live_tokens += tokens.max(0.0);
-        self.live_cost += cost.max(0.0);
-        self.check_usage(phase)
+        self.live.get_or_insert(Live {
+            stream,
+            ..Live::default()
+        })
     }
 
-    /// A model request finished having used this much; it replaces the live estimate, unless
-    /// the estimate is larger (a failed request may report nothing).
+    fn settle_live(&mut self) {
+        if let Some(l) = self.live.take() {
+            self.tokens += l.tokens();
+            self.cost += l.cost();
+        }
+    }
+
+    /// Request `stream` streamed about `tokens` more output tokens, at `price` USD each.
+    pub fn stream_output(&mut self, stream: u64, tokens: f64, price: f64) -> Result<(), Breach> {
+        let live = self.live_of(stream);
+        live.estimated_output += tokens.max(0.0);
+        live.output_price = price.max(0.0);
+        self.check_usage("model stream")
+    }
+
+    /// The provider reported request `stream`'s usage so far (cumulative).
+    pub fn stream_report(
+        &mut self,
+        stream: u64,
+        total: f64,
+        output: f64,
+        cost: f64,
+    ) -> Result<(), Breach> {
+        let live = self.live_of(stream);
+        live.reported_total = total.max(0.0);
+        live.reported_output = output.max(0.0);
+        live.reported_cost = cost.max(0.0);
+        self.check_usage("model stream")
+    }
+
+    /// A model request finished having used this much; it replaces the live figures, unless
+    /// they are larger (a failed request may report nothing).
     pub fn commit(&mut self, tokens: f64, cost: f64, phase: &str) -> Result<(), Breach> {
-        self.tokens += tokens.max(self.live_tokens);
-        self.cost += cost.max(self.live_cost);
-        self.live_tokens = 0.0;
-        self.live_cost = 0.0;
-        self.live_stream = None;
+        let live = self.live.take().unwrap_or_default();
+        self.tokens += tokens.max(live.tokens());
+        self.cost += cost.max(live.cost());
         self.check_usage(phase)
     }
 
@@ -181,11 +227,12 @@ impl Meter {
     }
 
     pub fn used(&self) -> Used {
+        let live = self.live.unwrap_or_default();
         Used {
-            tokens: self.tokens + self.live_tokens,
+            tokens: self.tokens + live.tokens(),
             tool_calls: self.tool_calls as f64,
             wall_time_ms: (self.started.elapsed().as_secs_f64() * 1000.0).floor(),
-            cost_usd: self.cost + self.live_cost,
+            cost_usd: self.cost + live.cost(),
         }
     }
 
@@ -232,21 +279,21 @@ mod tests {
     #[test]
     fn live_usage_is_replaced_by_the_final_count() {
         let mut m = Meter::new(budget(100.0, 5.0, 60_000.0, 1.0));
-        m.live(1, 40.0, 0.0, "model stream").unwrap();
-        m.live(1, 20.0, 0.0, "model stream").unwrap();
+        m.stream_output(1, 40.0, 0.0).unwrap();
+        m.stream_output(1, 20.0, 0.0).unwrap();
         assert_eq!(m.used().tokens, 60.0);
         m.commit(50.0, 0.25, "model stream").unwrap();
         assert_eq!(m.used().tokens, 60.0, "the larger of estimate and count");
         let mut m = Meter::new(budget(100.0, 5.0, 60_000.0, 1.0));
-        m.live(1, 10.0, 0.0, "model stream").unwrap();
+        m.stream_output(1, 10.0, 0.0).unwrap();
         m.commit(50.0, 0.25, "model stream").unwrap();
         assert_eq!(m.used().tokens, 50.0);
         assert_eq!(m.left().tokens, 50.0);
-        // An aborted stream's estimate stays when the next one starts.
-        m.live(2, 10.0, 0.0, "model stream").unwrap();
-        m.live(3, 5.0, 0.0, "model stream").unwrap();
+        // An aborted stream's figures stay when the next one starts.
+        m.stream_output(2, 10.0, 0.0).unwrap();
+        m.stream_output(3, 5.0, 0.0).unwrap();
         assert_eq!(m.used().tokens, 65.0);
-        let b = m.live(3, 36.0, 0.0, "model stream").unwrap_err();
+        let b = m.stream_output(3, 36.0, 0.0).unwrap_err();
         assert_eq!((b.metric, b.observed), (Metric::Tokens, 101.0));
         let mut m = Meter::new(budget(1000.0, 5.0, 60_000.0, 0.1));
         let b = m.commit(10.0, 0.2, "x").unwrap_err();
@@ -254,6 +301,23 @@ mod tests {
         assert_eq!(
             b.message(),
             "cost budget exceeded at x: observed 0.2 > limit 0.1"
+        );
+    }
+
+    #[test]
+    fn reports_and_estimates_combine() {
+        let mut m = Meter::new(budget(10_000.0, 5.0, 60_000.0, 1.0));
+        // Input reported at the start, output estimated as it streams, then reported.
+        m.stream_report(1, 1001.0, 1.0, 0.003).unwrap();
+        m.stream_output(1, 50.0, 0.00001).unwrap();
+        assert_eq!(m.used().tokens, 1050.0);
+        assert!((m.used().cost_usd - (0.003 + 49.0 * 0.00001)).abs() < 1e-12);
+        m.stream_report(1, 1080.0, 80.0, 0.004).unwrap();
+        assert_eq!(m.used().tokens, 1080.0, "the report covers the estimate");
+        let b = m.stream_report(1, 20_000.0, 80.0, 0.004).unwrap_err();
+        assert_eq!(
+            (b.metric, b.phase.as_str()),
+            (Metric::Tokens, "model stream")
         );
     }
 

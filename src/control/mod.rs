@@ -334,9 +334,27 @@ impl Plane {
         Verdict::Deny(refusal)
     }
 
-    /// The streaming model request `stream` produced this much more.
-    pub fn live(&mut self, stream: u64, tokens: f64, cost: f64, session_id: &str) -> Verdict {
-        self.usage(|m| m.live(stream, tokens, cost, "model stream"), session_id)
+    /// Model request `stream` streamed about `tokens` more output tokens at `price` USD each.
+    pub fn stream_output(
+        &mut self,
+        stream: u64,
+        tokens: f64,
+        price: f64,
+        session_id: &str,
+    ) -> Verdict {
+        self.usage(|m| m.stream_output(stream, tokens, price), session_id)
+    }
+
+    /// The provider reported model request `stream`'s usage so far.
+    pub fn stream_report(
+        &mut self,
+        stream: u64,
+        usage: &crate::protocol::message::Usage,
+        session_id: &str,
+    ) -> Verdict {
+        let total = (usage.input + usage.output + usage.cache_read + usage.cache_write) as f64;
+        let (output, cost) = (usage.output as f64, usage.cost.total);
+        self.usage(|m| m.stream_report(stream, total, output, cost), session_id)
     }
 
     /// A model request finished having used this much.

@@ -289,6 +289,7 @@ impl SessionLoop {
                 self.emit_update(ev);
                 self.unattended_delta(stream_id, added);
             }
+            ProviderEvent::Usage(usage) => self.unattended_usage(stream_id, &usage),
             ProviderEvent::Done(message) => {
                 if !self.unattended_commit(&message) {
                     self.finish_streamed(message)

@@ -12,7 +12,7 @@ use crate::control::{Plane, Refusal, Verdict};
 use crate::exec::JobOwner;
 use crate::protocol::command::NegotiateUnattendedParams;
 use crate::protocol::event::Outcome;
-use crate::protocol::message::{AssistantMessage, ToolCall, ToolOutput};
+use crate::protocol::message::{AssistantMessage, ToolCall, ToolOutput, Usage};
 use crate::protocol::outbound::TypedError;
 use crate::protocol::{Command, Response};
 
@@ -115,17 +115,27 @@ impl SessionLoop {
         }
     }
 
-    /// Streamed output so far counts as it arrives (about four characters a token, priced at
-    /// the model's output rate); the provider's own count replaces the estimate at the end.
+    /// Streamed output counts as it arrives (about four characters a token, priced at the
+    /// model's output rate), beyond what the provider has reported so far.
     pub(super) fn unattended_delta(&mut self, stream: u64, added: usize) {
         if !self.unattended.is_unattended() || added == 0 {
             return;
         }
-        let price = self.state.model.as_ref().map_or(0.0, |m| m.cost.output);
+        let price = self.state.model.as_ref().map_or(0.0, |m| m.cost.output) / 1.0e6;
         let tokens = added as f64 / CHARS_PER_TOKEN;
         let verdict = self
             .unattended
-            .live(stream, tokens, tokens * price / 1.0e6, &self.state.id);
+            .stream_output(stream, tokens, price, &self.state.id);
+        self.stop_if_first_breach(verdict);
+    }
+
+    /// The provider reported the streaming request's usage so far.
+    pub(super) fn unattended_usage(&mut self, stream: u64, usage: &Usage) {
+        let verdict = self.unattended.stream_report(stream, usage, &self.state.id);
+        self.stop_if_first_breach(verdict);
+    }
+
+    fn stop_if_first_breach(&mut self, verdict: Verdict) {
         if let Verdict::Exceeded {
             refusal,
             first: true,
@@ -169,13 +179,8 @@ impl SessionLoop {
 
     /// The wall-time timer.
     pub(super) fn unattended_tick(&mut self) {
-        if let Verdict::Exceeded {
-            refusal,
-            first: true,
-        } = self.unattended.tick(&self.state.id)
-        {
-            self.budget_stop(&refusal);
-        }
+        let verdict = self.unattended.tick(&self.state.id);
+        self.stop_if_first_breach(verdict);
     }
 
     /// Marks the run as ending for the budget, without stopping it yet.
