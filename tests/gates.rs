@@ -388,3 +388,69 @@ fn a_corrupt_store_is_reported_and_kept_aside() {
         json!("wg_ffff0003_deep-interview_000042")
     );
 }
+
+fn unattended(scopes: Value, allow: Value) -> Value {
+    json!({"type": "negotiate_unattended", "declaration": {"actor": "ci", "scopes": scopes, "action_allowlist": allow,
+        "budget": {"max_tokens": 1e9, "max_tool_calls": 100, "max_wall_time_ms": 600000, "max_cost_usd": 100}}})
+}
+
+#[test]
+fn unattended_questions_are_gates_only_and_audited() {
+    let mut g = gjc()
+        .script(json!({"turns": [ask_turn(db_question()), say("ok")]}))
+        .args(&["--tools", "ask"])
+        .spawn();
+    g.ok(unattended(json!(["prompt"]), json!(["command.prompt"])));
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    let gate = frame(&mut g, "workflow_gate");
+    let answer = json!({"selected": ["postgres"]});
+    let denied = respond(&mut g, &gate["gate_id"], answer.clone(), None);
+    assert_eq!(
+        error_code(&denied),
+        "scope_denied",
+        "answering needs the control scope"
+    );
+    g.ok(unattended(
+        json!(["prompt", "control"]),
+        json!(["command.prompt", "command.control"]),
+    ));
+    let accepted = respond(&mut g, &gate["gate_id"], answer.clone(), None);
+    assert_eq!(accepted["data"]["status"], "accepted", "{accepted}");
+    let end = g.event("tool_execution_end");
+    assert_eq!(end["result"]["details"]["answers"][0]["answer"], "postgres");
+    g.event("agent_end");
+    let dialogs: Vec<Value> = g
+        .client
+        .take_backlog()
+        .into_iter()
+        .map(|f| f.value)
+        .filter(|f| f["type"] == "extension_ui_request")
+        .collect();
+    assert!(
+        dialogs.is_empty(),
+        "unattended: no dialog, only the gate: {dialogs:?}"
+    );
+
+    let files = crate::unattended::audit_files(&g);
+    let records: Vec<Value> = files
+        .iter()
+        .flat_map(|f| crate::unattended::audit_records(f))
+        .collect();
+    let text = json!(records).to_string();
+    let of = |name: &str| {
+        records
+            .iter()
+            .find(|r| r["event"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+            .clone()
+    };
+    assert_eq!(of("gate_emitted")["gate_id"], gate["gate_id"]);
+    assert_eq!(
+        of("gate_response_accepted")["answer_hash"],
+        json!(::gjc::gates::canonical::hash(&answer))
+    );
+    assert!(
+        !text.contains("postgres\"]"),
+        "answers are never stored: {text}"
+    );
+}

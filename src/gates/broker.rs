@@ -149,6 +149,15 @@ impl Broker {
         self.store.data.gates.get(gate_id).map(|r| &r.gate)
     }
 
+    /// Whether the gate was already accepted (a second answer is a replay or refused).
+    pub fn is_accepted(&self, gate_id: &str) -> bool {
+        self.store
+            .data
+            .gates
+            .get(gate_id)
+            .is_some_and(|r| r.status == Status::Accepted)
+    }
+
     pub fn pending_ids(&self) -> Vec<String> {
         self.pending().into_iter().map(|g| g.gate_id).collect()
     }

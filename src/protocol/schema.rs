@@ -205,6 +205,7 @@ fn payload(gen: &mut SchemaGenerator, command: &str) -> Payload {
         "get_login_providers" => gen.subschema_for::<LoginProviders>(),
         "workflow_gate_response" => gen.subschema_for::<super::gate::GateResolution>(),
         "get_pending_workflow_gates" => gen.subschema_for::<super::gate::PendingGates>(),
+        "negotiate_unattended" => gen.subschema_for::<UnattendedAccepted>(),
         // No payload for a model without thinking levels.
         "cycle_thinking_level" => return Payload::Maybe(gen.subschema_for::<ThinkingLevel>()),
         _ => return Payload::None,

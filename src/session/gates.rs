@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 
 use super::SessionLoop;
+use crate::control::AuditEvent;
 use crate::gates::{Broker, GateRequest, OpenWhat, Opened};
 use crate::protocol::command::WorkflowGateResponseParams;
 use crate::protocol::gate::{PendingGates, WorkflowGate};
@@ -67,6 +68,7 @@ impl SessionLoop {
         let mut recovered = Vec::new();
         broker.recover(&mut |gate, answer| {
             self.note_orphan_answer(gate, answer);
+            self.audit_gate("gate_advance_recovered", gate, Some(answer), None);
             recovered.push((gate.stage.clone(), gate.kind.clone(), answer.clone()));
         });
         self.put_broker(broker);
@@ -120,10 +122,11 @@ impl SessionLoop {
         self.put_broker(broker);
         let gate = opened.map_err(|e| format!("{}: {}", e.code, e.message))?;
         let gate_id = gate.gate_id.clone();
+        self.audit_gate("gate_emitted", &gate, None, None);
         self.send(Outbound::Frame(FlatFrame::WorkflowGate(gate)));
         Ok(Opened {
             gate_id,
-            unattended: self.state.workflow.unattended,
+            unattended: self.unattended.is_unattended(),
             answer: rx,
         })
     }
@@ -137,6 +140,7 @@ impl SessionLoop {
     ) -> Result<Value, ErrorValue> {
         let mut broker = self.take_broker();
         let gate = broker.gate(&p.gate_id).cloned();
+        let was_accepted = broker.is_accepted(&p.gate_id);
         let result = broker.respond(
             &p.gate_id,
             p.answer.clone(),
@@ -144,8 +148,33 @@ impl SessionLoop {
             &mut |gate, answer| self.note_orphan_answer(gate, answer),
         );
         self.put_broker(broker);
+        let event = match (&result, was_accepted) {
+            (Ok(r), _) if r.status == "rejected" => "gate_response_rejected",
+            (Ok(_), true) => "gate_response_idempotent_replay",
+            (Ok(_), false) => "gate_response_accepted",
+            (Err(e), _) if e.code == "idempotency_conflict" => "gate_response_idempotency_conflict",
+            (Err(e), _) if e.code == "already_resolved" => "gate_response_already_resolved",
+            (Err(_), _) => "gate_response_unknown_gate",
+        };
+        let error = result
+            .as_ref()
+            .err()
+            .map(|e| json!({"code": e.code, "message": e.message}));
+        match &gate {
+            Some(g) => self.audit_gate(event, g, Some(&p.answer), error),
+            None => {
+                let ev = AuditEvent {
+                    event,
+                    gate_id: Some(&p.gate_id),
+                    error,
+                    ..Default::default()
+                };
+                let sid = self.state.id.clone();
+                self.unattended.audit(ev, &sid);
+            }
+        }
         let resolution = result.map_err(ErrorValue::from)?;
-        if let (Some(g), "accepted") = (gate, resolution.status.as_str()) {
+        if let (Some(g), "accepted", false) = (gate, resolution.status.as_str(), was_accepted) {
             self.apply_answer(&g.stage, &g.kind, &p.answer);
         }
         serde_json::to_value(&resolution).map_err(|e| ErrorValue::from(e.to_string()))
@@ -156,6 +185,28 @@ impl SessionLoop {
         let gates = broker.pending();
         self.put_broker(broker);
         PendingGates { gates }
+    }
+
+    /// Records a gate event in the unattended audit trail (only once unattended; answers are
+    /// hashed, never stored).
+    fn audit_gate(
+        &mut self,
+        event: &'static str,
+        gate: &WorkflowGate,
+        answer: Option<&Value>,
+        error: Option<Value>,
+    ) {
+        let ev = AuditEvent {
+            event,
+            gate_id: Some(&gate.gate_id),
+            stage: Some(&gate.stage),
+            kind: Some(&gate.kind),
+            answer,
+            error,
+            ..Default::default()
+        };
+        let sid = self.state.id.clone();
+        self.unattended.audit(ev, &sid);
     }
 
     /// An answer nobody waited for (its call ended with the previous process): the model is

@@ -108,6 +108,7 @@ impl Session {
                     })
                     .collect()
             }),
+            unattended: None,
         }
     }
 

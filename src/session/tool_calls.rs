@@ -62,6 +62,13 @@ impl SessionLoop {
                 self.complete_tool(&call, ToolOutput::error(e));
                 continue;
             }
+            if let Err((refused, over_budget)) = self.unattended_tool_gate(&call) {
+                self.complete_tool(&call, refused);
+                if over_budget {
+                    return self.stop_for_budget();
+                }
+                continue;
+            }
             let generation = self.run.as_ref().map(|r| r.generation).unwrap_or(0);
             let services = tools::Services {
                 cwd: self.state.cwd.clone(),

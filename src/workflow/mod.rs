@@ -23,13 +23,11 @@ pub struct StageState {
     pub cleared: bool,
 }
 
-/// The session's workflow state: the gate broker, whether a host is attending, and the stage.
+/// The session's workflow state: the gate broker and the stage. (Whether a host attends is the
+/// unattended control plane's: once negotiated, questions reach the host as gates only.)
 #[derive(Default)]
 pub struct Workflow {
     pub broker: Option<Broker>,
-    /// Unattended: gates are the only way questions reach the host (no UI dialogs). Set by the
-    /// unattended control plane once negotiated; false until then.
-    pub unattended: bool,
     pub stage: Option<StageState>,
     /// The run must end with outcome `denied`, for this reason.
     pub denied: Option<String>,
