@@ -49,7 +49,6 @@ fn main() {
         let t = Instant::now();
         c.request(json!({"type": "get_state"}), WAIT).unwrap();
         state_lat.push(ms(t.elapsed()));
-        c.take_backlog();
     }
     c.wait_event("agent_end", WAIT).unwrap();
     println!(
