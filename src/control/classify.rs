@@ -137,9 +137,16 @@ use ActionClass::{
 /// Nesting deeper than this is not analysed: such a command is called mutating at least.
 const MAX_DEPTH: usize = 16;
 
+/// A command line longer than this is not analysed (the lexer holds it as characters, and
+/// substitution bodies again per level): it gets the most severe class.
+const MAX_COMMAND_BYTES: usize = 256 * 1024;
+
 fn classify_depth(command: &str, depth: usize) -> ActionClass {
     if depth > MAX_DEPTH {
         return Mutating;
+    }
+    if command.len() > MAX_COMMAND_BYTES {
+        return Destructive;
     }
     let lexed = lex(command);
     let mut class = if lexed.malformed { Mutating } else { Readonly };
@@ -1041,5 +1048,7 @@ mod tests {
     fn deep_nesting_is_bounded() {
         let cmd = format!("{}ls{}", "$(".repeat(200), ")".repeat(200));
         assert_eq!(class(&cmd), "bash.mutating");
+        let huge = format!("echo {}", "a".repeat(MAX_COMMAND_BYTES));
+        assert_eq!(class(&huge), "bash.destructive");
     }
 }
