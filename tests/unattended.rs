@@ -593,3 +593,21 @@ fn provider_keys_never_reach_the_audit_trail() {
     assert!(text.contains("action_denied"));
     assert!(!text.contains("test-key"), "{text}");
 }
+
+#[test]
+fn a_corrupt_audit_trail_refuses_negotiation_and_keeps_the_old_declaration() {
+    let mut g = gjc().script(json!({"turns": []})).spawn();
+    g.ok(reader(budget(1000.0, 10.0, 60_000.0)));
+    let trail = audit_files(&g).remove(0);
+    let mut text = std::fs::read_to_string(&trail).unwrap();
+    text.push_str("{not a record\n");
+    std::fs::write(&trail, &text).unwrap();
+    let r = g.request(reader(budget(5.0, 5.0, 5.0)));
+    let (code, message, _) = refusal(&r);
+    assert_eq!(code, "unattended_audit_unavailable");
+    assert!(message.contains("corrupt at line 2"), "{message}");
+    // The trail is left as it was, and the first declaration still holds.
+    assert_eq!(std::fs::read_to_string(&trail).unwrap(), text);
+    let state = g.ok(json!({"type": "get_state"}));
+    assert_eq!(state["unattended"]["budget"]["max_tokens"], 1000.0);
+}
