@@ -347,6 +347,19 @@ fn the_models_bash_and_writes_pass_the_same_classifier() {
     // Every model tool call used a unit, and so did the prompt.
     let state = g.ok(json!({"type": "get_state"}));
     assert_eq!(state["unattended"]["used"]["tool_calls"], 4);
+    let records = audit_records(&audit_files(&g)[0]);
+    let denied: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "action_denied")
+        .collect();
+    assert_eq!(denied.len(), 2);
+    assert_eq!(denied[0]["action"], "file.delete");
+    assert_eq!(denied[0]["error"]["tool"], "bash");
+    assert_eq!(
+        denied[0]["error"]["toolCallId"],
+        end["deniedActions"][0]["toolCallId"]
+    );
+    assert_eq!(denied[1]["error"]["tool"], "write");
 }
 
 #[test]

@@ -100,13 +100,12 @@ impl SessionLoop {
 
     /// Before one of the model's tool calls.
     pub(super) fn unattended_tool_gate(&mut self, call: &ToolCall) -> ToolGate {
-        let verdict = self
-            .unattended
-            .tool_call(&call.name, &call.arguments, &self.state.id);
+        let verdict =
+            self.unattended
+                .tool_call(&call.name, &call.id, &call.arguments, &self.state.id);
         match verdict {
             Verdict::Allow => ToolGate::Run,
-            Verdict::Deny(mut r) => {
-                r.details["toolCallId"] = Value::from(call.id.clone());
+            Verdict::Deny(r) => {
                 let text = format!("{}: {}", r.code, r.message);
                 if let Some(run) = &mut self.run {
                     run.denied.push(r.details);
