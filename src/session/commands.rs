@@ -140,8 +140,7 @@ impl SessionLoop {
                 ),
             }
             .into()),
-            Command::WorkflowGateResponse(_)
-            | Command::GetPendingWorkflowGates(_) => Err(TypedError::not_supported(
+            Command::WorkflowGateResponse(_) | Command::GetPendingWorkflowGates(_) => Err(TypedError::not_supported(
                 name,
                 "this build has no workflow gates",
             )
