@@ -347,6 +347,19 @@ fn the_models_bash_and_writes_pass_the_same_classifier() {
     // Every model tool call used a unit, and so did the prompt.
     let state = g.ok(json!({"type": "get_state"}));
     assert_eq!(state["unattended"]["used"]["tool_calls"], 4);
+    let records = audit_records(&audit_files(&g)[0]);
+    let denied: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "action_denied")
+        .collect();
+    assert_eq!(denied.len(), 2);
+    assert_eq!(denied[0]["action"], "file.delete");
+    assert_eq!(denied[0]["error"]["tool"], "bash");
+    assert_eq!(
+        denied[0]["error"]["toolCallId"],
+        end["deniedActions"][0]["toolCallId"]
+    );
+    assert_eq!(denied[1]["error"]["tool"], "write");
 }
 
 #[test]
@@ -532,4 +545,82 @@ fn usage_the_provider_reports_mid_stream_counts_at_once() {
     assert_eq!(end["outcome"], "budget_exceeded");
     assert_eq!(end["errorDetails"]["metric"], "cost");
     assert_eq!(end["errorDetails"]["limit"], 0.05);
+}
+
+fn host_tool() -> Value {
+    json!({"name": "slow_host", "description": "Work the host does",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": false}})
+}
+
+#[test]
+fn a_breach_cancels_host_calls_and_kills_the_hosts_bash() {
+    let mut g = gjc()
+        .script(json!({"turns": [
+            turn(json!([{"type": "toolCall", "name": "slow_host", "arguments": {}}])),
+            say("never reached"),
+        ]}))
+        .spawn();
+    g.ok(json!({"type": "set_host_tools", "tools": [host_tool()]}));
+    g.ok(reader(budget(100_000.0, 10.0, 800.0)));
+    g.ok(json!({"type": "prompt", "message": "ask the host"}));
+    let call = g
+        .client
+        .wait_for(|f| f["type"] == "host_tool_call", TIMEOUT)
+        .expect("host_tool_call");
+    // The host never answers: the wall clock runs out and the call is cancelled.
+    let cancel = g
+        .client
+        .wait_for(|f| f["type"] == "host_tool_cancel", TIMEOUT)
+        .expect("host_tool_cancel");
+    assert_eq!(cancel["targetId"], call["id"]);
+    let end = agent_end(&g.run_events());
+    assert_eq!(end["outcome"], "budget_exceeded");
+    assert_eq!(end["errorDetails"]["metric"], "wall_time");
+
+    // The host's own command is killed too, and answered with the breach.
+    g.ok(reader(budget(100_000.0, 10.0, 800.0)));
+    let started = Instant::now();
+    let r = g.request(json!({"type": "bash", "command": "sleep 30"}));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let (code, _, d) = refusal(&r);
+    assert_eq!(code, "budget_exceeded");
+    assert_eq!(d["metric"], "wall_time");
+    assert_eq!(d["phase"], "timer");
+}
+
+#[test]
+fn provider_keys_never_reach_the_audit_trail() {
+    let fake = FakeProvider::start();
+    let mut g = anthropic(&fake);
+    g.ok(reader(budget(1000.0, 10.0, 60_000.0)));
+    // `test-key` is the provider key of the test models.
+    let r = g.request(json!({"type": "bash", "command": "curl -H 'x-api-key: test-key' -o out http://127.0.0.1:9"}));
+    let (code, _, d) = refusal(&r);
+    assert_eq!(code, "action_denied");
+    let command = d["command"].as_str().unwrap();
+    assert!(
+        command.contains("[redacted]") && !command.contains("test-key"),
+        "{command}"
+    );
+    let text = std::fs::read_to_string(&audit_files(&g)[0]).unwrap();
+    assert!(text.contains("action_denied"));
+    assert!(!text.contains("test-key"), "{text}");
+}
+
+#[test]
+fn a_corrupt_audit_trail_refuses_negotiation_and_keeps_the_old_declaration() {
+    let mut g = gjc().script(json!({"turns": []})).spawn();
+    g.ok(reader(budget(1000.0, 10.0, 60_000.0)));
+    let trail = audit_files(&g).remove(0);
+    let mut text = std::fs::read_to_string(&trail).unwrap();
+    text.push_str("{not a record\n");
+    std::fs::write(&trail, &text).unwrap();
+    let r = g.request(reader(budget(5.0, 5.0, 5.0)));
+    let (code, message, _) = refusal(&r);
+    assert_eq!(code, "unattended_audit_unavailable");
+    assert!(message.contains("corrupt at line 2"), "{message}");
+    // The trail is left as it was, and the first declaration still holds.
+    assert_eq!(std::fs::read_to_string(&trail).unwrap(), text);
+    let state = g.ok(json!({"type": "get_state"}));
+    assert_eq!(state["unattended"]["budget"]["max_tokens"], 1000.0);
 }

@@ -137,9 +137,16 @@ use ActionClass::{
 /// Nesting deeper than this is not analysed: such a command is called mutating at least.
 const MAX_DEPTH: usize = 16;
 
+/// A command line longer than this is not analysed (the lexer holds it as characters, and
+/// substitution bodies again per level): it gets the most severe class.
+const MAX_COMMAND_BYTES: usize = 256 * 1024;
+
 fn classify_depth(command: &str, depth: usize) -> ActionClass {
     if depth > MAX_DEPTH {
         return Mutating;
+    }
+    if command.len() > MAX_COMMAND_BYTES {
+        return Destructive;
     }
     let lexed = lex(command);
     let mut class = if lexed.malformed { Mutating } else { Readonly };
@@ -168,11 +175,15 @@ const HARMLESS_SINKS: &[&str] = &["/dev/null", "/dev/stdout", "/dev/stderr", "/d
 
 fn classify_statement(tokens: &[Token], depth: usize) -> ActionClass {
     let mut class = Readonly;
-    let mut words: Vec<&Word> = Vec::new();
+    let mut owned: Vec<Word> = Vec::new();
     let mut iter = tokens.iter();
     while let Some(token) = iter.next() {
         match token {
-            Token::Word(w) => words.push(w),
+            Token::Word(w) => {
+                if !expand_braces(w, &mut owned) {
+                    class = class.max(Mutating);
+                }
+            }
             Token::RedirIn => {
                 if iter.next().is_none() {
                     class = class.max(Mutating);
@@ -181,7 +192,93 @@ fn classify_statement(tokens: &[Token], depth: usize) -> ActionClass {
             Token::RedirOut { dup } => class = class.max(redirect_class(*dup, iter.next())),
         }
     }
+    let words: Vec<&Word> = owned.iter().collect();
     class.max(classify_words(&words, depth))
+}
+
+/// At most this many words come out of one word's brace expansion; the rest are dropped and the
+/// statement is called mutating at least.
+const MAX_BRACE_WORDS: usize = 64;
+
+/// `{rm,-rf,x}` is three words to the shell, `r{m,}` two: expanded here so that a command or an
+/// option hidden in braces is seen. Quoted braces are expanded too (they are literal to the
+/// shell), which can only make a class more severe, never less.
+/// `false` when the expansion was cut short.
+fn expand_braces(w: &Word, out: &mut Vec<Word>) -> bool {
+    let mut complete = true;
+    let mut pending = vec![w.text.clone()];
+    let mut produced = 0;
+    while let Some(text) = pending.pop() {
+        match brace_group(&text) {
+            Some((prefix, alternatives, suffix)) if produced < MAX_BRACE_WORDS => {
+                produced += alternatives.len();
+                for alt in alternatives.iter().rev() {
+                    pending.push(format!("{prefix}{alt}{suffix}"));
+                }
+            }
+            Some(_) => {
+                // Too many: an unknown word takes their place.
+                complete = false;
+                out.push(Word {
+                    text: "{".into(),
+                    expands: true,
+                });
+            }
+            None => out.push(Word {
+                text,
+                expands: w.expands,
+            }),
+        }
+    }
+    complete
+}
+
+/// The first `{a,b,…}` group of a word (not `${…}`): prefix, alternatives, suffix.
+fn brace_group(text: &str) -> Option<(&str, Vec<&str>, &str)> {
+    let bytes = text.as_bytes();
+    let mut start = None;
+    let mut depth = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'{' if i == 0 || bytes[i - 1] != b'$' => {
+                if depth == 0 {
+                    start = Some(i);
+                }
+                depth += 1;
+            }
+            b'}' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    let open = start?;
+                    let inner = &text[open + 1..i];
+                    let parts = split_top_level(inner);
+                    if parts.len() > 1 {
+                        return Some((&text[..open], parts, &text[i + 1..]));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn split_top_level(inner: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut from) = (0, 0);
+    for (i, b) in inner.bytes().enumerate() {
+        match b {
+            b'{' => depth += 1,
+            b'}' => depth -= 1,
+            b',' if depth == 0 => {
+                parts.push(&inner[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&inner[from..]);
+    parts
 }
 
 fn redirect_class(dup: bool, target: Option<&Token>) -> ActionClass {
@@ -202,7 +299,7 @@ fn redirect_class(dup: bool, target: Option<&Token>) -> ActionClass {
 
 /// Shell words that open or close a compound command; the command follows them.
 const KEYWORDS: &str = "\
-    ! { } if then else elif fi do done while until esac";
+    ! { } if then else elif fi do done while until esac coproc";
 
 /// Commands that run the rest of the line as a command.
 const WRAPPERS: &str = "\
@@ -251,10 +348,11 @@ fn classify_words(words: &[&Word], depth: usize) -> ActionClass {
         let Some(w) = words.get(i) else {
             return class;
         };
-        if w.expands || !listed(WRAPPERS, command_name(&w.text)) {
+        let (name, trusted) = command_name(&w.text);
+        if w.expands || !trusted || !listed(WRAPPERS, name) {
             break;
         }
-        match skip_wrapper(command_name(&w.text), &words[i + 1..]) {
+        match skip_wrapper(name, &words[i + 1..]) {
             WrapperRest::Skip(n) => i += 1 + n,
             WrapperRest::Eval(text) => return class.max(classify_depth(&text, depth + 1)),
             WrapperRest::Opaque => return class.max(Mutating),
@@ -300,9 +398,10 @@ fn assignment_is_risky(text: &str) -> bool {
         || name.ends_with("_PAGER")
 }
 
-/// The command's own name: the last path component for the system's binary directories; a
-/// relative or other path keeps its slash, so it matches no known name and is unknown.
-fn command_name(text: &str) -> &str {
+/// The command's own name (the last path component) and whether it is the system's command of
+/// that name: a bare name, or a path in one of the system's binary directories. `./ls` is
+/// named `ls` but is whatever the project put there.
+fn command_name(text: &str) -> (&str, bool) {
     const SYSTEM: &[&str] = &[
         "/bin/",
         "/usr/bin/",
@@ -310,14 +409,14 @@ fn command_name(text: &str) -> &str {
         "/sbin/",
         "/usr/sbin/",
     ];
-    for dir in SYSTEM {
-        if let Some(rest) = text.strip_prefix(dir) {
-            if !rest.contains('/') {
-                return rest;
-            }
-        }
-    }
-    text
+    let Some(slash) = text.rfind('/') else {
+        return (text, true);
+    };
+    let base = &text[slash + 1..];
+    let trusted = SYSTEM
+        .iter()
+        .any(|dir| text.strip_prefix(dir) == Some(base));
+    (base, trusted)
 }
 
 enum WrapperRest {
@@ -390,6 +489,10 @@ fn skip_wrapper(wrapper: &str, rest: &[&Word]) -> WrapperRest {
     if wrapper == "timeout" && rest.get(n).is_some() {
         n += 1;
     }
+    // Without a command, `sudo -s` / `sudo -i` / `doas -s` start a shell that reads its input.
+    if matches!(wrapper, "sudo" | "doas") && rest.get(n).is_none() {
+        return WrapperRest::Opaque;
+    }
     WrapperRest::Skip(n)
 }
 
@@ -401,8 +504,17 @@ fn classify_command(words: &[&Word], depth: usize) -> ActionClass {
     if head.expands {
         return Mutating;
     }
-    let name = command_name(&head.text);
-    let args = &words[1..];
+    let (name, trusted) = command_name(&head.text);
+    let class = classify_named(name, &words[1..], depth);
+    if trusted {
+        class
+    } else {
+        // Not the system's command: at least unknown, and no milder than its name says.
+        class.max(Mutating)
+    }
+}
+
+fn classify_named(name: &str, args: &[&Word], depth: usize) -> ActionClass {
     match name {
         "rm" | "unlink" | "rmdir" => FileDelete,
         "dd" | "shred" | "mke2fs" | "mkswap" | "wipefs" | "fdisk" | "sfdisk" | "parted" => {
@@ -416,7 +528,21 @@ fn classify_command(words: &[&Word], depth: usize) -> ActionClass {
         "sort" => classify_sort(args),
         "uniq" => classify_uniq(args),
         "date" => classify_date(args),
-        "rg" if args.iter().any(|a| a.text.starts_with("--pre")) => Mutating,
+        // `--pre` and `--hostname-bin` name programs ripgrep runs.
+        "rg" if args
+            .iter()
+            .any(|a| a.text.starts_with("--pre") || a.text.starts_with("--hostname-bin")) =>
+        {
+            Mutating
+        }
+        // `file -C` compiles a magic file next to the source.
+        "file"
+            if args
+                .iter()
+                .any(|a| a.text == "--compile" || short_cluster_has(&a.text, 'C')) =>
+        {
+            FileWrite
+        }
         "tee" => classify_tee(args),
         "sh" | "bash" | "zsh" | "dash" | "ksh" => classify_shell(args, depth),
         "eval" => {
@@ -488,6 +614,13 @@ fn classify_git(args: &[&Word]) -> ActionClass {
         "status" | "log" | "diff" | "show" | "rev-parse" | "ls-files" | "ls-remote" | "ls-tree"
         | "for-each-ref" | "describe" | "cat-file" | "blame" | "shortlog" | "whatchanged"
         | "grep" | "var" | "version" | "help" => {
+            // `grep -O` opens the matches in a pager of the caller's choosing.
+            let runs = rest
+                .iter()
+                .any(|a| a.text.starts_with("-O") || a.text.starts_with("--open-files-in-pager"));
+            if runs {
+                return class.max(Mutating);
+            }
             let writes = rest.iter().any(|a| {
                 a.text == "-o" || a.text.starts_with("--output") || a.text.starts_with("--ext-diff")
             });
@@ -882,8 +1015,40 @@ mod tests {
     }
 
     #[test]
+    fn disguised_commands_are_seen() {
+        expect(&[
+            ("$'\\x72m' -rf x", "file.delete"),
+            ("$'\\162m' x", "file.delete"),
+            ("$'r\\u006d' x", "file.delete"),
+            ("echo $'a\\'b'", "bash.readonly"),
+            ("echo $\"translated\"", "bash.readonly"),
+            ("{rm,-rf,x}", "file.delete"),
+            ("r{m,x} y", "file.delete"),
+            ("find . {-delete,-print}", "file.delete"),
+            ("git push {--force,} origin", "git.force_push"),
+            ("echo {a,b}{c,d}", "bash.readonly"),
+            ("echo ${x,,}", "bash.readonly"),
+            ("/opt/bin/rm x", "file.delete"),
+            ("./ls", "bash.mutating"),
+            ("./rm x", "file.delete"),
+            ("./sudo rm x", "bash.mutating"),
+            ("echo rm x | sudo -s", "bash.mutating"),
+            ("sudo -i", "bash.mutating"),
+            ("coproc rm x", "file.delete"),
+            ("rg --hostname-bin=sh x", "bash.mutating"),
+            ("file -C -m magic", "file.write"),
+            ("git grep -O x", "bash.mutating"),
+            ("git grep --open-files-in-pager=vim x", "bash.mutating"),
+        ]);
+        let many = format!("echo {}", "{a,b}".repeat(10));
+        assert_eq!(class(&many), "bash.mutating", "a bounded expansion");
+    }
+
+    #[test]
     fn deep_nesting_is_bounded() {
         let cmd = format!("{}ls{}", "$(".repeat(200), ")".repeat(200));
         assert_eq!(class(&cmd), "bash.mutating");
+        let huge = format!("echo {}", "a".repeat(MAX_COMMAND_BYTES));
+        assert_eq!(class(&huge), "bash.destructive");
     }
 }

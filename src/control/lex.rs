@@ -188,6 +188,13 @@ impl Lexer {
     /// bodies are kept for classification.
     fn dollar(&mut self) {
         self.pos += 1;
+        match self.peek(0) {
+            // `$'…'`: a string with C escapes, `$"…"`: a translated double-quoted string. Both
+            // are literal text, not expansions.
+            Some('\'') => return self.ansi_c_quoted(),
+            Some('"') => return self.quoted('"'),
+            _ => {}
+        }
         self.word().expands = true;
         self.word().text.push('$');
         match self.peek(0) {
@@ -211,6 +218,73 @@ impl Lexer {
             Some('?' | '!' | '#' | '*' | '@' | '-' | '$') => self.pos += 1,
             _ => {}
         }
+    }
+
+    /// `$'…'` with its escapes decoded (`\\n`, `\\xHH`, `\\NNN`, `\\uHHHH`, …), so that
+    /// `$'\\x72m'` is seen as `rm`.
+    fn ansi_c_quoted(&mut self) {
+        self.pos += 1;
+        self.word();
+        loop {
+            match self.peek(0) {
+                None => {
+                    self.out.malformed = true;
+                    return;
+                }
+                Some('\'') => {
+                    self.pos += 1;
+                    return;
+                }
+                Some('\\') => {
+                    self.pos += 1;
+                    let c = self.c_escape();
+                    self.word().text.push(c);
+                }
+                Some(c) => {
+                    self.word().text.push(c);
+                    self.pos += 1;
+                }
+            }
+        }
+    }
+
+    /// One escape after `\\` in `$'…'`; an unknown one stands for itself.
+    fn c_escape(&mut self) -> char {
+        let Some(c) = self.peek(0) else {
+            return '\\';
+        };
+        self.pos += 1;
+        let (radix, max) = match c {
+            'x' => (16, 2),
+            'u' => (16, 4),
+            'U' => (16, 8),
+            '0'..='7' => {
+                self.pos -= 1;
+                (8, 3)
+            }
+            'n' => return '\n',
+            't' => return '\t',
+            'r' => return '\r',
+            'a' => return '\u{7}',
+            'b' => return '\u{8}',
+            'e' | 'E' => return '\u{1b}',
+            'f' => return '\u{c}',
+            'v' => return '\u{b}',
+            other => return other,
+        };
+        let mut value = 0u32;
+        let mut digits = 0;
+        while digits < max {
+            match self.peek(0).and_then(|d| d.to_digit(radix)) {
+                Some(d) => {
+                    value = value * radix + d;
+                    self.pos += 1;
+                    digits += 1;
+                }
+                None => break,
+            }
+        }
+        char::from_u32(value).unwrap_or('\u{fffd}')
     }
 
     /// After `(`: the body up to the matching `)`. `$((…))` arithmetic is not a command, but a

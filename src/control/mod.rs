@@ -156,7 +156,7 @@ impl Plane {
         }
         match self.permission(command, bash) {
             Ok(()) => Verdict::Allow,
-            Err(denial) => Verdict::Deny(self.deny(denial, bash, session_id)),
+            Err(denial) => Verdict::Deny(self.deny(denial, bash, None, session_id)),
         }
     }
 
@@ -203,7 +203,15 @@ impl Plane {
         Ok(())
     }
 
-    fn deny(&mut self, denial: Denial, bash: Option<&str>, session_id: &str) -> Refusal {
+    /// The refusal of a command, or (`tool`: the tool's name and call id) of a model tool call;
+    /// audited before it is returned.
+    fn deny(
+        &mut self,
+        denial: Denial,
+        bash: Option<&str>,
+        tool: Option<(&str, &str)>,
+        session_id: &str,
+    ) -> Refusal {
         let text = bash.map(|t| crate::secrets::installed().scrub(t).into_owned());
         let (code, field, value, message) = match denial {
             Denial::Scope(Some(s)) => (
@@ -231,6 +239,10 @@ impl Plane {
         }
         if let Some(t) = &text {
             details["command"] = json!(t);
+        }
+        if let Some((name, call_id)) = tool {
+            details["tool"] = json!(name);
+            details["toolCallId"] = json!(call_id);
         }
         details["run_id"] = json!(self.run_id);
         details["session_id"] = json!(session_id);
@@ -306,7 +318,13 @@ impl Plane {
 
     /// Before one of the model's tool calls runs: one tool-call unit, then, for `bash` the class
     /// of its command and for `write` / `edit` `file.write`, which the allowlist must contain.
-    pub fn tool_call(&mut self, tool: &str, args: &Value, session_id: &str) -> Verdict {
+    pub fn tool_call(
+        &mut self,
+        tool: &str,
+        call_id: &str,
+        args: &Value,
+        session_id: &str,
+    ) -> Verdict {
         if self.active.is_none() {
             return Verdict::Allow;
         }
@@ -328,10 +346,12 @@ impl Plane {
         if allowed {
             return Verdict::Allow;
         }
-        let mut refusal = self.deny(Denial::Action(action), command, session_id);
-        refusal.details["tool"] = json!(tool);
-        refusal.details["pre_side_effect"] = json!(true);
-        Verdict::Deny(refusal)
+        Verdict::Deny(self.deny(
+            Denial::Action(action),
+            command,
+            Some((tool, call_id)),
+            session_id,
+        ))
     }
 
     /// Model request `stream` streamed about `tokens` more output tokens at `price` USD each.

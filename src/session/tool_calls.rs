@@ -62,12 +62,16 @@ impl SessionLoop {
                 self.complete_tool(&call, ToolOutput::error(e));
                 continue;
             }
-            if let Err((refused, over_budget)) = self.unattended_tool_gate(&call) {
-                self.complete_tool(&call, refused);
-                if over_budget {
-                    return self.stop_for_budget();
+            match self.unattended_tool_gate(&call) {
+                super::unattended::ToolGate::Run => {}
+                super::unattended::ToolGate::Refuse(result) => {
+                    self.complete_tool(&call, result);
+                    continue;
                 }
-                continue;
+                super::unattended::ToolGate::Stop(result, breach) => {
+                    self.complete_tool(&call, result);
+                    return self.budget_stop(&breach);
+                }
             }
             let generation = self.run.as_ref().map(|r| r.generation).unwrap_or(0);
             let services = tools::Services {

@@ -25,6 +25,15 @@ pub struct RunStop {
     pub details: Value,
 }
 
+/// What becomes of one of the model's tool calls.
+pub enum ToolGate {
+    Run,
+    /// Not allowed: this error is its result.
+    Refuse(ToolOutput),
+    /// Over budget: this error is its result, then the run stops with the breach.
+    Stop(ToolOutput, Box<Refusal>),
+}
+
 /// Streamed characters per token, for the live estimate before the provider's count arrives.
 const CHARS_PER_TOKEN: f64 = 4.0;
 
@@ -89,28 +98,23 @@ impl SessionLoop {
         true
     }
 
-    /// Before one of the model's tool calls: `Err((result, over_budget))` when it must not run.
-    pub(super) fn unattended_tool_gate(
-        &mut self,
-        call: &ToolCall,
-    ) -> Result<(), (ToolOutput, bool)> {
-        let verdict = self
-            .unattended
-            .tool_call(&call.name, &call.arguments, &self.state.id);
+    /// Before one of the model's tool calls.
+    pub(super) fn unattended_tool_gate(&mut self, call: &ToolCall) -> ToolGate {
+        let verdict =
+            self.unattended
+                .tool_call(&call.name, &call.id, &call.arguments, &self.state.id);
         match verdict {
-            Verdict::Allow => Ok(()),
-            Verdict::Deny(mut r) => {
-                r.details["toolCallId"] = Value::from(call.id.clone());
+            Verdict::Allow => ToolGate::Run,
+            Verdict::Deny(r) => {
                 let text = format!("{}: {}", r.code, r.message);
                 if let Some(run) = &mut self.run {
                     run.denied.push(r.details);
                 }
-                Err((ToolOutput::error(text), false))
+                ToolGate::Refuse(ToolOutput::error(text))
             }
             Verdict::Exceeded { refusal, .. } => {
                 let text = format!("{}: {}", refusal.code, refusal.message);
-                self.pending_stop(&refusal);
-                Err((ToolOutput::error(text), true))
+                ToolGate::Stop(ToolOutput::error(text), Box::new(refusal))
             }
         }
     }
@@ -194,17 +198,14 @@ impl SessionLoop {
         }
     }
 
-    /// The first breach: the host's `bash` is killed and the run aborted, ending with outcome
-    /// `budget_exceeded`.
-    fn budget_stop(&mut self, refusal: &Refusal) {
+    /// The first breach: the host's `bash` is killed (and answered with the breach instead of
+    /// its result) and the run aborted, ending with outcome `budget_exceeded`.
+    pub(super) fn budget_stop(&mut self, refusal: &Refusal) {
         self.pending_stop(refusal);
-        self.stop_for_budget();
-    }
-
-    /// Aborts what runs (the run's stop reason is already set).
-    pub(super) fn stop_for_budget(&mut self) {
-        if self.user_bash.is_some() {
+        if let Some((id, _)) = self.user_bash.take() {
             self.bash.abort(JobOwner::User);
+            let details = refusal.details.clone();
+            self.respond(Response::err_detailed(id, "bash", typed(refusal), details));
         }
         self.abort_run();
         self.unattended.abort_settled(&self.state.id);
