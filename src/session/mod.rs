@@ -96,6 +96,13 @@ pub struct SessionLoop {
     pub pending_continuation: Option<Vec<crate::protocol::message::UserMessage>>,
     /// A summary being written (manual or automatic compaction).
     pub compaction: Option<compaction::Compaction>,
+    /// The hooks loaded at start (`hooks.rs`); `None` until then.
+    pub hooks: Option<std::sync::Arc<crate::hooks::Hooks>>,
+    /// `before_prompt` hooks report here when they are done.
+    prompt_hooks: (
+        Sender<crate::hooks::prompt::PromptHookDone>,
+        Receiver<crate::hooks::prompt::PromptHookDone>,
+    ),
     /// This process's record in the session registry.
     registry: crate::registry::Registry,
     /// Deltas merged while the output lane is backed up, not yet queued.
@@ -115,6 +122,7 @@ enum Event {
     Bash(BashEvent),
     Timer,
     OutputDrained,
+    PromptHook(crate::hooks::prompt::PromptHookDone),
 }
 
 impl SessionLoop {
@@ -137,6 +145,9 @@ impl SessionLoop {
             compact_updates,
             pending_continuation: None,
             compaction: None,
+            hooks: None,
+            // One message per prompt that waits for hooks, and the session drains it at once.
+            prompt_hooks: crossbeam_channel::bounded(16),
             registry,
             held: None,
             snapshot_bytes: 0,
@@ -184,6 +195,7 @@ impl SessionLoop {
                 Event::Bash(ev) => self.on_bash(ev),
                 Event::Timer => self.on_timer(),
                 Event::OutputDrained => self.flush_held(),
+                Event::PromptHook(done) => self.on_prompt_hooks(done),
             }
         }
         self.shutdown();
@@ -210,6 +222,7 @@ impl SessionLoop {
             recv(self.ch.provider) -> m => m.map(Event::Provider).unwrap_or(Event::Timer),
             recv(self.ch.tool) -> m => m.map(Event::Tool).unwrap_or(Event::Timer),
             recv(self.ch.bash_events) -> m => m.map(Event::Bash).unwrap_or(Event::Timer),
+            recv(self.prompt_hooks.1) -> m => m.map(Event::PromptHook).unwrap_or(Event::Timer),
             recv(timer) -> _ => Event::Timer,
         }
     }
