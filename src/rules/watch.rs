@@ -1,20 +1,23 @@
 //! Matching conditional rules against a model stream, incrementally.
 //!
-//! Each scope (text, thinking, tool-call arguments) keeps a tail window of what was streamed in
-//! its current block: the last [`WINDOW`] bytes. A delta is appended to the window, the window
-//! (at most `WINDOW` + the delta) is searched once for all the scope's conditions together
-//! (one `RegexSet`, linear time), then cut back to its last `WINDOW` bytes. The cost of a delta
-//! is therefore bounded whatever the length of the reply; the price is that a match longer than
-//! the window (or one spanning two blocks) is not found.
+//! Each scope (text, thinking, tool-call arguments) is streamed through a lazy DFA of its
+//! conditions (`stream.rs`): a delta costs one step per byte of its own. When the DFA cannot
+//! follow a block (a Unicode `\b` over non-ASCII text), the scope falls back for the rest of the
+//! block to the tail window of what was streamed in it: the last [`WINDOW`] bytes. There a delta
+//! is appended to the window, the window (at most `WINDOW` + the delta) is searched once for all
+//! the scope's conditions together (one `RegexSet`, linear time), then cut back to its last
+//! `WINDOW` bytes: bounded cost, but a match longer than the window is not found. The window is
+//! kept (cut in larger steps) while the DFA runs, so that the fallback has it.
 //!
-//! A new match must end inside the new delta (one ending before it was looked for already). So
-//! conditions whose matches have a bounded length (`maximum_len` of the parsed pattern: most
-//! literal-like conditions) are searched together from just that far back before the delta, with
-//! the bytes before as look-behind context for `\b` and `^`; only conditions that can match
-//! without a bound (`.*`, `\s+`) search the whole window.
+//! In the window, a new match must end inside the new delta (one ending before it was looked for
+//! already). So conditions whose matches have a bounded length (`maximum_len` of the parsed
+//! pattern: most literal-like conditions) are searched together from just that far back before
+//! the delta, with the bytes before as look-behind context for `\b` and `^`; only conditions that
+//! can match without a bound (`.*`, `\s+`) search the whole window.
 
 use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 
+use super::stream::{Cursor, StreamDfa};
 use super::{Rule, Scope, REGEX_DFA_LIMIT, REGEX_SIZE_LIMIT};
 use crate::protocol::message::StreamEvent;
 
@@ -90,16 +93,36 @@ impl ScopeSet {
     }
 }
 
-/// The compiled conditions of a rule set: per scope, those of bounded and of unbounded reach.
+/// One scope's conditions: streamed through a lazy DFA, with the window sets for the blocks the
+/// DFA cannot follow (see `stream.rs`).
+#[derive(Default)]
+struct ScopeWatch {
+    /// Every rule watching this scope.
+    members: Vec<usize>,
+    dfa: Option<StreamDfa>,
+    /// Split by reach: bounded conditions search only near the delta.
+    sets: Vec<ScopeSet>,
+}
+
+/// The compiled conditions of a rule set, per scope.
 #[derive(Default)]
 pub struct Watcher {
-    scopes: [Vec<ScopeSet>; 3],
+    scopes: [ScopeWatch; 3],
 }
 
 /// What one stream has seen, per scope, and which rules may still fire in it.
 pub struct Watch {
     armed: Vec<bool>,
-    windows: [Window; 3],
+    lanes: [Lane; 3],
+}
+
+/// One scope of one stream: where it stands in the DFA (made on its first delta), and the tail
+/// of the current block for the window search.
+#[derive(Default)]
+struct Lane {
+    /// Boxed: a DFA cache is large, and the watch lives inside the run's phase.
+    cursor: Option<Box<Cursor>>,
+    window: Window,
 }
 
 #[derive(Default)]
@@ -110,18 +133,21 @@ struct Window {
 }
 
 impl Window {
-    /// The window with `delta` appended (the caller searches it, then calls `trim`).
-    fn push(&mut self, block: usize, delta: &str) -> &str {
-        if self.block != Some(block) {
+    /// Appends `delta`; whether it starts a new block (the tail then holds only the delta).
+    fn push(&mut self, block: usize, delta: &str) -> bool {
+        let new = self.block != Some(block);
+        if new {
             self.block = Some(block);
             self.tail.clear();
         }
         self.tail.push_str(delta);
-        &self.tail
+        new
     }
 
-    fn trim(&mut self) {
-        if self.tail.len() > WINDOW {
+    /// Cuts the tail back to its last [`WINDOW`] bytes once it is longer than that by `slack`
+    /// (a window that is not searched is cut in large steps, so a delta costs no copy).
+    fn trim(&mut self, slack: usize) {
+        if self.tail.len() > WINDOW + slack {
             let mut cut = self.tail.len() - WINDOW;
             while !self.tail.is_char_boundary(cut) {
                 cut += 1;
@@ -141,10 +167,12 @@ impl Watcher {
         let mut watcher = Watcher::default();
         for scope in Scope::ALL {
             let (mut bounded, mut unbounded, mut longest) = (Vec::new(), Vec::new(), 0);
+            let mut members = Vec::new();
             for (i, r) in rules.iter().enumerate() {
                 let Some(c) = r.condition.as_deref().filter(|_| r.watches(scope)) else {
                     continue;
                 };
+                members.push(i);
                 match reach(c) {
                     Some(n) => {
                         longest = longest.max(n);
@@ -153,13 +181,20 @@ impl Watcher {
                     None => unbounded.push(i),
                 }
             }
-            watcher.scopes[scope as usize] = [
-                ScopeSet::build(rules, bounded, Some(longest)),
-                ScopeSet::build(rules, unbounded, None),
-            ]
-            .into_iter()
-            .flatten()
-            .collect();
+            if members.is_empty() {
+                continue;
+            }
+            watcher.scopes[scope as usize] = ScopeWatch {
+                dfa: StreamDfa::build(rules, &members),
+                members,
+                sets: [
+                    ScopeSet::build(rules, bounded, Some(longest)),
+                    ScopeSet::build(rules, unbounded, None),
+                ]
+                .into_iter()
+                .flatten()
+                .collect(),
+            };
         }
         watcher
     }
@@ -169,11 +204,10 @@ impl Watcher {
         let any = self
             .scopes
             .iter()
-            .flatten()
             .any(|s| s.members.iter().any(|&i| armed[i]));
         any.then(|| Watch {
             armed,
-            windows: Default::default(),
+            lanes: Default::default(),
         })
     }
 
@@ -194,20 +228,36 @@ impl Watcher {
             } => (Scope::Tool, *content_index, delta),
             _ => return Vec::new(),
         };
-        let sets = &self.scopes[scope as usize];
-        if sets.is_empty() {
+        let sw = &self.scopes[scope as usize];
+        if sw.members.is_empty() {
             return Vec::new();
         }
-        let window = &mut watch.windows[scope as usize];
-        let haystack = window.push(block, delta);
-        let old_end = haystack.len() - delta.len();
-        let fired: Vec<usize> = sets
-            .iter()
-            .flat_map(|set| set.matches(haystack, old_end, &watch.armed))
-            .collect();
+        let Lane { cursor, window } = &mut watch.lanes[scope as usize];
+        let new_block = window.push(block, delta);
+        let mut fired = Vec::new();
+        let streamed = sw.dfa.as_ref().is_some_and(|dfa| {
+            let cursor = cursor.get_or_insert_with(|| Box::new(dfa.cursor()));
+            if new_block {
+                dfa.reset(cursor);
+            }
+            dfa.feed(cursor, delta.as_bytes(), &watch.armed, &mut fired)
+        });
+        if !streamed {
+            let haystack = &window.tail;
+            let old_end = haystack.len() - delta.len();
+            for i in sw
+                .sets
+                .iter()
+                .flat_map(|set| set.matches(haystack, old_end, &watch.armed))
+            {
+                if !fired.contains(&i) {
+                    fired.push(i);
+                }
+            }
+        }
         // A rule fires once per stream, even if its match stays in the window.
         fired.iter().for_each(|&i| watch.armed[i] = false);
-        window.trim();
+        window.trim(if streamed { WINDOW } else { 0 });
         fired
     }
 }
@@ -276,7 +326,7 @@ mod tests {
     }
 
     #[test]
-    fn the_window_is_bounded() {
+    fn a_streamed_match_spans_any_number_of_deltas_and_the_window_stays_bounded() {
         let rules = vec![rule("a", "start.*end", vec![])];
         let w = Watcher::new(&rules);
         let mut watch = w.watch(vec![true]).unwrap();
@@ -284,14 +334,76 @@ mod tests {
         for _ in 0..WINDOW {
             assert!(w.check(&mut watch, &text(0, "é")).is_empty());
         }
-        assert!(watch.windows[0].tail.len() <= WINDOW);
-        // `start` fell out of the window: a match longer than the window is not found.
-        assert!(w.check(&mut watch, &text(0, "end")).is_empty());
-        w.check(&mut watch, &text(0, "start"));
-        assert_eq!(w.check(&mut watch, &text(0, " end")), vec![0]);
+        assert!(watch.lanes[0].window.tail.len() <= 2 * WINDOW);
+        // The DFA kept its state: a match longer than the window is found.
+        assert_eq!(w.check(&mut watch, &text(0, "end")), vec![0]);
         let big = "x".repeat(10 * WINDOW);
         w.check(&mut watch, &text(0, &big));
-        assert!(watch.windows[0].tail.capacity() <= 4 * WINDOW);
+        assert!(watch.lanes[0].window.tail.capacity() <= 4 * WINDOW);
+    }
+
+    #[test]
+    fn a_unicode_word_boundary_falls_back_to_the_window_on_non_ascii_text() {
+        let rules = vec![
+            rule("w", "\\bTODO\\b", vec![]),
+            rule("p", "pass\\s*=", vec![]),
+        ];
+        let w = Watcher::new(&rules);
+        let mut watch = w.watch(vec![true, true]).unwrap();
+        assert!(w.check(&mut watch, &text(0, "café éTODO ")).is_empty());
+        assert!(w.check(&mut watch, &text(0, "pass ")).is_empty());
+        assert_eq!(w.check(&mut watch, &text(0, " = ")), vec![1]);
+        assert_eq!(w.check(&mut watch, &text(0, "é TODO")), vec![0]);
+        // A new block streams again.
+        let mut watch = w.watch(vec![true, true]).unwrap();
+        w.check(&mut watch, &text(0, "é"));
+        assert!(w.check(&mut watch, &text(1, "xTODO")).is_empty());
+        assert_eq!(w.check(&mut watch, &text(1, " TODO.")), vec![0]);
+    }
+
+    /// A rule fires on the delta with which the output so far first matches it (the end of a
+    /// delta is the end of the text for `\\b` and `$`), however the output is cut.
+    #[test]
+    fn streaming_agrees_with_a_search_of_each_output_so_far() {
+        let conditions = [
+            "forbidden_call_\\d+\\(",
+            "(?i)password\\s*=\\s*\\d",
+            "\\bTODO-7\\b",
+            "^begin",
+            "a[^z]{3,}z",
+            "(?m)^fn main",
+            "never here",
+        ];
+        let all = "begin wordy TODO-77 and TODO-7x, a 1234z\nfn main() { PassWord =  9; forbidden_call_12(); }";
+        let rules: Vec<Rule> = conditions
+            .iter()
+            .enumerate()
+            .map(|(i, c)| rule(&format!("r{i}"), c, vec![]))
+            .collect();
+        let regexes: Vec<Regex> = conditions.iter().map(|c| compile(c).unwrap()).collect();
+        let w = Watcher::new(&rules);
+        for size in [1, 2, 3, 5, 7, 64] {
+            let mut watch = w.watch(vec![true; rules.len()]).unwrap();
+            let mut first: Vec<Option<usize>> = vec![None; rules.len()];
+            let mut expected: Vec<Option<usize>> = vec![None; rules.len()];
+            let mut seen = String::new();
+            for (n, chunk) in all.as_bytes().chunks(size).enumerate() {
+                let piece = std::str::from_utf8(chunk).unwrap();
+                seen.push_str(piece);
+                for i in w.check(&mut watch, &text(0, piece)) {
+                    first[i] = Some(n);
+                }
+                for (i, re) in regexes.iter().enumerate() {
+                    if expected[i].is_none() && re.is_match(&seen) {
+                        expected[i] = Some(n);
+                    }
+                }
+            }
+            assert_eq!(first, expected, "chunks of {size}");
+            // `TODO-7` fires only if a delta ends right after it (in `TODO-77`).
+            assert!(expected[2].is_some() || size > 1);
+            assert!(expected[6].is_none());
+        }
     }
 
     #[test]
