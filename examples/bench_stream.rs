@@ -143,14 +143,15 @@ fn default_mode_bytes(n: usize) {
     println!("  default mode, {n} deltas ({text_chars} characters): {:.1} MB of text_delta frames, {:.0} bytes per delta (the snapshot grows with the message)", bytes as f64 / 1e6, bytes as f64 / n as f64);
 }
 
-/// One turn of `n` deltas: (stdout bytes of the run, frames of the run, wall ms prompt → agent_end).
+/// One turn of `n` deltas: (stdout bytes of the run, frames of the run, wall ms prompt → agent_end,
+/// ms the session thread spent on a CPU meanwhile).
 fn one_turn(
     bin: &std::path::Path,
     fake: &FakeProvider,
     body: &str,
     compact: bool,
     rules: usize,
-) -> (usize, usize, f64) {
+) -> (usize, usize, f64, f64) {
     let home = tempfile::tempdir().unwrap();
     write_rules(home.path(), rules);
     let model = json!([{"id": "m", "contextWindow": 1000000, "maxTokens": 4096}]);
@@ -166,6 +167,10 @@ fn one_turn(
     let mut c = builder.spawn().unwrap();
     c.recv(WAIT).unwrap();
     fake.push(Reply::sse(body.to_string()));
+    let pid = c.pid();
+    // The session thread may start only after `ready`: none yet is no CPU time yet.
+    let session_cpu = || thread_cpu_ns(pid, "gjc-session").unwrap_or(0) as f64;
+    let cpu_before = session_cpu();
     let started = Instant::now();
     c.send(&json!({"id": "p", "type": "prompt", "message": "go"}))
         .unwrap();
@@ -178,7 +183,8 @@ fn one_turn(
             break;
         }
     }
-    (bytes, frames, ms(started.elapsed()))
+    let wall = ms(started.elapsed());
+    (bytes, frames, wall, (session_cpu() - cpu_before) / 1e6)
 }
 
 /// `n` conditional rules in `<agent dir>/rules`, watching every scope, none matching the
@@ -221,18 +227,23 @@ fn rules_turn(n: usize) {
     if let Some(base) = std::env::var_os("GJC_BASELINE_BIN") {
         bins.push(("baseline", base.into()));
     }
-    let mut times = vec![(Vec::new(), Vec::new()); bins.len()];
+    let mut runs = vec![(Vec::new(), Vec::new()); bins.len()];
     for _ in 0..15 {
-        for ((_, bin), (none, fifty)) in bins.iter().zip(&mut times) {
-            none.push(one_turn(bin, &fake, &body, true, 0).2);
-            fifty.push(one_turn(bin, &fake, &body, true, 50).2);
+        for ((_, bin), (none, fifty)) in bins.iter().zip(&mut runs) {
+            none.push(one_turn(bin, &fake, &body, true, 0));
+            fifty.push(one_turn(bin, &fake, &body, true, 50));
         }
     }
-    for ((name, _), (none, fifty)) in bins.iter().zip(&mut times) {
-        let (a, b) = (median(none), median(fifty));
+    for ((name, _), (none, fifty)) in bins.iter().zip(&runs) {
+        let pick = |v: &[(usize, usize, f64, f64)], f: fn(&(usize, usize, f64, f64)) -> f64| {
+            median(&mut v.iter().map(f).collect::<Vec<f64>>())
+        };
+        let (a, b) = (pick(none, |r| r.2), pick(fifty, |r| r.2));
+        let (ca, cb) = (pick(none, |r| r.3), pick(fifty, |r| r.3));
         println!(
-            "{n}-delta turn, compact frames, prompt -> agent_end ({name}): no rules {a:.2} ms, 50 non-matching conditional rules {b:.2} ms ({:.2}x), medians of 15",
-            b / a
+            "{n}-delta turn, compact frames, prompt -> agent_end ({name}): no rules {a:.2} ms, 50 non-matching conditional rules {b:.2} ms ({:.2}x); session thread on CPU {ca:.2} ms vs {cb:.2} ms ({:.2}x); medians of 15",
+            b / a,
+            cb / ca
         );
     }
 }
@@ -255,7 +266,7 @@ fn reference_turn(n: usize) {
     }
     for compact in [false, true] {
         for (name, bin) in &bins {
-            let runs: Vec<(usize, usize, f64)> = (0..9)
+            let runs: Vec<(usize, usize, f64, f64)> = (0..9)
                 .map(|_| one_turn(bin, &fake, &body, compact, 0))
                 .collect();
             let mut bytes: Vec<f64> = runs.iter().map(|r| r.0 as f64).collect();
