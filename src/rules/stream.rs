@@ -6,9 +6,9 @@
 //! match may span any number of deltas of one content block. Memory is the DFA's cache, bounded
 //! per rule like a condition's own cache; when full it is cleared and rebuilt as needed.
 //!
-//! A DFA cannot follow a Unicode `\b` across non-ASCII text: for such conditions it stops at the
-//! first non-ASCII byte ("quits"), and the scope falls back to the bounded tail window
-//! (`watch.rs`) for the rest of the block. So it does when a cache clear happens on the
+//! A DFA cannot follow a Unicode `\b` across non-ASCII text: for such conditions (`watch.rs`
+//! gives them a DFA of their own) it stops at the first non-ASCII byte ("quits"), and they fall
+//! back to the bounded tail window for the rest of the block. So it does when a cache clear happens on the
 //! end-of-input look-ahead (the cursor's state would no longer be valid): rare, as the cache is
 //! only cleared once full.
 
@@ -25,6 +25,8 @@ pub struct StreamDfa {
     dfa: DFA,
     /// The rule index of each pattern.
     members: Vec<usize>,
+    /// Some condition has a Unicode word boundary: the DFA may quit on non-ASCII bytes.
+    can_quit: bool,
 }
 
 /// Where one stream stands in one scope's DFA.
@@ -35,7 +37,7 @@ pub struct Cursor {
 }
 
 /// Whether a condition uses a Unicode word boundary (`\b`, `\B` outside `(?-u)`).
-fn unicode_word(condition: &str) -> bool {
+pub fn unicode_word(condition: &str) -> bool {
     regex_syntax::Parser::new()
         .parse(condition)
         .map(|hir| hir.properties().look_set().contains_word_unicode())
@@ -50,7 +52,6 @@ impl StreamDfa {
             .iter()
             .map(|&i| rules[i].condition.as_deref().unwrap_or(""))
             .collect();
-        // Some condition has a Unicode word boundary: the DFA may quit on non-ASCII bytes.
         let can_quit = patterns.iter().any(|p| unicode_word(p));
         let config = DFA::config()
             .match_kind(MatchKind::All)
@@ -68,6 +69,7 @@ impl StreamDfa {
             Ok(dfa) => Some(StreamDfa {
                 dfa,
                 members: members.to_vec(),
+                can_quit,
             }),
             Err(e) => {
                 log::warn!(
@@ -77,6 +79,10 @@ impl StreamDfa {
                 None
             }
         }
+    }
+
+    pub fn can_quit(&self) -> bool {
+        self.can_quit
     }
 
     pub fn cursor(&self) -> Cursor {

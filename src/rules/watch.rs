@@ -1,13 +1,14 @@
 //! Matching conditional rules against a model stream, incrementally.
 //!
-//! Each scope (text, thinking, tool-call arguments) is streamed through a lazy DFA of its
-//! conditions (`stream.rs`): a delta costs one step per byte of its own. When the DFA cannot
-//! follow a block (a Unicode `\b` over non-ASCII text), the scope falls back for the rest of the
-//! block to the tail window of what was streamed in it: the last [`WINDOW`] bytes. There a delta
-//! is appended to the window, the window (at most `WINDOW` + the delta) is searched once for all
-//! the scope's conditions together (one `RegexSet`, linear time), then cut back to its last
-//! `WINDOW` bytes: bounded cost, but a match longer than the window is not found. The window is
-//! kept (cut in larger steps) while the DFA runs, so that the fallback has it.
+//! Each scope (text, thinking, tool-call arguments) is streamed through lazy DFAs of its
+//! conditions (`stream.rs`): a delta costs one step per byte of its own. Conditions with a
+//! Unicode `\b` get a DFA of their own, since it stops at non-ASCII text; its conditions then fall
+//! back, for the rest of the block, to the tail window of what was streamed in it: the last
+//! [`WINDOW`] bytes. There a delta is appended to the window, the window (at most `WINDOW` + the
+//! delta) is searched once for those conditions together (a `RegexSet` built on first need,
+//! linear time), then cut back to its last `WINDOW` bytes: bounded cost, but a match longer than
+//! the window is not found. Scopes with such conditions keep the window (cut in larger steps)
+//! while their DFA runs, so that the fallback has it.
 //!
 //! In the window, a new match must end inside the new delta (one ending before it was looked for
 //! already). So conditions whose matches have a bounded length (`maximum_len` of the parsed
@@ -17,7 +18,9 @@
 
 use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 
-use super::stream::{Cursor, StreamDfa};
+use std::sync::OnceLock;
+
+use super::stream::{unicode_word, Cursor, StreamDfa};
 use super::{Rule, Scope, REGEX_DFA_LIMIT, REGEX_SIZE_LIMIT};
 use crate::protocol::message::StreamEvent;
 
@@ -48,13 +51,11 @@ struct ScopeSet {
 }
 
 impl ScopeSet {
-    fn build(rules: &[Rule], members: Vec<usize>, reach: Option<usize>) -> Option<ScopeSet> {
+    fn build(conditions: &[String], members: Vec<usize>, reach: Option<usize>) -> Option<ScopeSet> {
         if members.is_empty() {
             return None;
         }
-        let patterns = members
-            .iter()
-            .map(|&i| rules[i].condition.as_deref().unwrap_or(""));
+        let patterns = members.iter().map(|&i| conditions[i].as_str());
         let built = RegexSetBuilder::new(patterns)
             .size_limit(REGEX_SIZE_LIMIT.saturating_mul(members.len()))
             .dfa_size_limit(REGEX_DFA_LIMIT.saturating_mul(members.len()))
@@ -93,20 +94,69 @@ impl ScopeSet {
     }
 }
 
-/// One scope's conditions: streamed through a lazy DFA, with the window sets for the blocks the
-/// DFA cannot follow (see `stream.rs`).
+/// Conditions of one scope streamed through one lazy DFA, with the window sets for the blocks
+/// that DFA cannot follow (see `stream.rs`), built the first time they are needed.
+struct Group {
+    members: Vec<usize>,
+    dfa: Option<StreamDfa>,
+    /// Whether the DFA may stop in a block (it has a Unicode `\b`, or it could not be built).
+    may_fall_back: bool,
+    /// Split by reach: bounded conditions search only near the delta.
+    sets: OnceLock<Vec<ScopeSet>>,
+}
+
+impl Group {
+    fn new(rules: &[Rule], members: Vec<usize>) -> Group {
+        let dfa = StreamDfa::build(rules, &members);
+        Group {
+            may_fall_back: dfa.as_ref().is_none_or(StreamDfa::can_quit),
+            dfa,
+            members,
+            sets: OnceLock::new(),
+        }
+    }
+
+    /// The window sets: conditions of bounded reach together, the others together.
+    fn sets(&self, conditions: &[String]) -> &[ScopeSet] {
+        self.sets.get_or_init(|| {
+            let (mut bounded, mut unbounded, mut longest) = (Vec::new(), Vec::new(), 0);
+            for &i in &self.members {
+                match reach(&conditions[i]) {
+                    Some(n) => {
+                        longest = longest.max(n);
+                        bounded.push(i);
+                    }
+                    None => unbounded.push(i),
+                }
+            }
+            [
+                ScopeSet::build(conditions, bounded, Some(longest)),
+                ScopeSet::build(conditions, unbounded, None),
+            ]
+            .into_iter()
+            .flatten()
+            .collect()
+        })
+    }
+}
+
+/// One scope's conditions, in (at most) two groups: those a DFA always follows, and those with a
+/// Unicode word boundary, whose DFA stops at non-ASCII text; so such a stop leaves the others
+/// streaming.
 #[derive(Default)]
 struct ScopeWatch {
     /// Every rule watching this scope.
     members: Vec<usize>,
-    dfa: Option<StreamDfa>,
-    /// Split by reach: bounded conditions search only near the delta.
-    sets: Vec<ScopeSet>,
+    groups: Vec<Group>,
+    /// Some group may fall back to the window: the window is kept.
+    keep_window: bool,
 }
 
 /// The compiled conditions of a rule set, per scope.
 #[derive(Default)]
 pub struct Watcher {
+    /// Each rule's condition (empty: none), for building window sets when first needed.
+    conditions: Vec<String>,
     scopes: [ScopeWatch; 3],
 }
 
@@ -116,12 +166,12 @@ pub struct Watch {
     lanes: [Lane; 3],
 }
 
-/// One scope of one stream: where it stands in the DFA (made on its first delta), and the tail
-/// of the current block for the window search.
+/// One scope of one stream: where it stands in each group's DFA (made on its first delta), and
+/// the tail of the current block for the window search.
 #[derive(Default)]
 struct Lane {
     /// Boxed: a DFA cache is large, and the watch lives inside the run's phase.
-    cursor: Option<Box<Cursor>>,
+    cursors: Vec<Option<Box<Cursor>>>,
     window: Window,
 }
 
@@ -133,14 +183,16 @@ struct Window {
 }
 
 impl Window {
-    /// Appends `delta`; whether it starts a new block (the tail then holds only the delta).
-    fn push(&mut self, block: usize, delta: &str) -> bool {
+    /// Appends `delta` when the window is `kept`; whether it starts a new block.
+    fn push(&mut self, block: usize, delta: &str, kept: bool) -> bool {
         let new = self.block != Some(block);
         if new {
             self.block = Some(block);
             self.tail.clear();
         }
-        self.tail.push_str(delta);
+        if kept {
+            self.tail.push_str(delta);
+        }
         new
     }
 
@@ -164,36 +216,29 @@ impl Window {
 impl Watcher {
     /// Compiles the conditions of `rules` by scope (conditions were checked to compile alone).
     pub fn new(rules: &[Rule]) -> Watcher {
-        let mut watcher = Watcher::default();
-        for scope in Scope::ALL {
-            let (mut bounded, mut unbounded, mut longest) = (Vec::new(), Vec::new(), 0);
-            let mut members = Vec::new();
-            for (i, r) in rules.iter().enumerate() {
-                let Some(c) = r.condition.as_deref().filter(|_| r.watches(scope)) else {
-                    continue;
-                };
-                members.push(i);
-                match reach(c) {
-                    Some(n) => {
-                        longest = longest.max(n);
-                        bounded.push(i);
-                    }
-                    None => unbounded.push(i),
-                }
-            }
-            if members.is_empty() {
-                continue;
-            }
-            watcher.scopes[scope as usize] = ScopeWatch {
-                dfa: StreamDfa::build(rules, &members),
-                members,
-                sets: [
-                    ScopeSet::build(rules, bounded, Some(longest)),
-                    ScopeSet::build(rules, unbounded, None),
-                ]
-                .into_iter()
-                .flatten()
+        let mut watcher = Watcher {
+            conditions: rules
+                .iter()
+                .map(|r| r.condition.clone().unwrap_or_default())
                 .collect(),
+            ..Watcher::default()
+        };
+        for scope in Scope::ALL {
+            let members: Vec<usize> = (0..rules.len())
+                .filter(|&i| rules[i].condition.is_some() && rules[i].watches(scope))
+                .collect();
+            let (word, plain): (Vec<usize>, Vec<usize>) = members
+                .iter()
+                .partition(|&&i| unicode_word(rules[i].condition.as_deref().unwrap_or("")));
+            let groups: Vec<Group> = [plain, word]
+                .into_iter()
+                .filter(|g| !g.is_empty())
+                .map(|g| Group::new(rules, g))
+                .collect();
+            watcher.scopes[scope as usize] = ScopeWatch {
+                keep_window: groups.iter().any(|g| g.may_fall_back),
+                members,
+                groups,
             };
         }
         watcher
@@ -232,33 +277,47 @@ impl Watcher {
         if sw.members.is_empty() {
             return Vec::new();
         }
-        let Lane { cursor, window } = &mut watch.lanes[scope as usize];
-        let new_block = window.push(block, delta);
+        let Lane { cursors, window } = &mut watch.lanes[scope as usize];
+        let new_block = window.push(block, delta, sw.keep_window);
+        cursors.resize_with(sw.groups.len(), || None);
         let mut fired = Vec::new();
-        let streamed = sw.dfa.as_ref().is_some_and(|dfa| {
-            let cursor = cursor.get_or_insert_with(|| Box::new(dfa.cursor()));
-            if new_block {
-                dfa.reset(cursor);
+        let mut searched = false;
+        for (group, cursor) in sw.groups.iter().zip(cursors.iter_mut()) {
+            let streamed = group.dfa.as_ref().is_some_and(|dfa| {
+                let cursor = cursor.get_or_insert_with(|| Box::new(dfa.cursor()));
+                if new_block {
+                    dfa.reset(cursor);
+                }
+                dfa.feed(cursor, delta.as_bytes(), &watch.armed, &mut fired)
+            });
+            if !streamed {
+                searched = true;
+                self.search_window(group, &window.tail, delta.len(), &watch.armed, &mut fired);
             }
-            dfa.feed(cursor, delta.as_bytes(), &watch.armed, &mut fired)
-        });
-        if !streamed {
-            let haystack = &window.tail;
-            let old_end = haystack.len() - delta.len();
-            for i in sw
-                .sets
-                .iter()
-                .flat_map(|set| set.matches(haystack, old_end, &watch.armed))
-            {
+        }
+        // A rule fires once per stream, even if its match stays in the window.
+        fired.iter().for_each(|&i| watch.armed[i] = false);
+        window.trim(if searched { 0 } else { WINDOW });
+        fired
+    }
+
+    /// The window search of `group` for a match that ends in the last `delta_len` bytes.
+    fn search_window(
+        &self,
+        group: &Group,
+        haystack: &str,
+        delta_len: usize,
+        armed: &[bool],
+        fired: &mut Vec<usize>,
+    ) {
+        let old_end = haystack.len() - delta_len;
+        for set in group.sets(&self.conditions) {
+            for i in set.matches(haystack, old_end, armed) {
                 if !fired.contains(&i) {
                     fired.push(i);
                 }
             }
         }
-        // A rule fires once per stream, even if its match stays in the window.
-        fired.iter().for_each(|&i| watch.armed[i] = false);
-        window.trim(if streamed { WINDOW } else { 0 });
-        fired
     }
 }
 
@@ -334,10 +393,23 @@ mod tests {
         for _ in 0..WINDOW {
             assert!(w.check(&mut watch, &text(0, "é")).is_empty());
         }
-        assert!(watch.lanes[0].window.tail.len() <= 2 * WINDOW);
+        // No condition can stop the DFA: no window is kept at all.
+        assert!(!w.scopes[0].keep_window);
+        assert!(watch.lanes[0].window.tail.is_empty());
         // The DFA kept its state: a match longer than the window is found.
         assert_eq!(w.check(&mut watch, &text(0, "end")), vec![0]);
-        let big = "x".repeat(10 * WINDOW);
+        // With a condition that may stop it, the window is kept, and bounded.
+        let rules = vec![
+            rule("a", "start.*end", vec![]),
+            rule("w", "\\bx\\b", vec![]),
+        ];
+        let w = Watcher::new(&rules);
+        let mut watch = w.watch(vec![true, true]).unwrap();
+        for _ in 0..WINDOW {
+            assert!(w.check(&mut watch, &text(0, "yy")).is_empty());
+        }
+        assert!(watch.lanes[0].window.tail.len() <= 2 * WINDOW);
+        let big = "y".repeat(10 * WINDOW);
         w.check(&mut watch, &text(0, &big));
         assert!(watch.lanes[0].window.tail.capacity() <= 4 * WINDOW);
     }
@@ -351,6 +423,13 @@ mod tests {
         let w = Watcher::new(&rules);
         let mut watch = w.watch(vec![true, true]).unwrap();
         assert!(w.check(&mut watch, &text(0, "café éTODO ")).is_empty());
+        // Only the group with the word boundary fell back; the other one streams on.
+        let groups = &w.scopes[0].groups;
+        assert_eq!(
+            (groups[0].members.clone(), groups[1].members.clone()),
+            (vec![1], vec![0])
+        );
+        assert!(groups[0].sets.get().is_none() && groups[1].sets.get().is_some());
         assert!(w.check(&mut watch, &text(0, "pass ")).is_empty());
         assert_eq!(w.check(&mut watch, &text(0, " = ")), vec![1]);
         assert_eq!(w.check(&mut watch, &text(0, "é TODO")), vec![0]);
@@ -374,7 +453,7 @@ mod tests {
             "(?m)^fn main",
             "never here",
         ];
-        let all = "begin wordy TODO-77 and TODO-7x, a 1234z\nfn main() { PassWord =  9; forbidden_call_12(); }";
+        let all = "begin wordy TODO-77 and é TODO-7x, TODO-7 a 1234z\nfn main() { PassWord =  9; forbidden_call_12(); }";
         let rules: Vec<Rule> = conditions
             .iter()
             .enumerate()
@@ -387,10 +466,11 @@ mod tests {
             let mut first: Vec<Option<usize>> = vec![None; rules.len()];
             let mut expected: Vec<Option<usize>> = vec![None; rules.len()];
             let mut seen = String::new();
-            for (n, chunk) in all.as_bytes().chunks(size).enumerate() {
-                let piece = std::str::from_utf8(chunk).unwrap();
-                seen.push_str(piece);
-                for i in w.check(&mut watch, &text(0, piece)) {
+            let chars: Vec<char> = all.chars().collect();
+            for (n, chunk) in chars.chunks(size).enumerate() {
+                let piece: String = chunk.iter().collect();
+                seen.push_str(&piece);
+                for i in w.check(&mut watch, &text(0, &piece)) {
                     first[i] = Some(n);
                 }
                 for (i, re) in regexes.iter().enumerate() {
