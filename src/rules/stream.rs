@@ -1,16 +1,16 @@
-//! Streaming matching of one scope's conditions with a lazy DFA (`regex-automata`'s hybrid DFA).
+//! Streaming matching of conditions with a lazy DFA (`regex-automata`'s hybrid DFA).
 //!
-//! All the scope's conditions are compiled into one unanchored DFA that reports every pattern
-//! matching at a position (`MatchKind::All`). A stream keeps the DFA's current state between
-//! deltas, so a delta costs one transition per byte of its own, whatever came before it, and a
-//! match may span any number of deltas of one content block. Memory is the DFA's cache, bounded
-//! per rule like a condition's own cache; when full it is cleared and rebuilt as needed.
+//! A group of one scope's conditions is compiled into one unanchored DFA that reports every
+//! pattern matching at a position (`MatchKind::All`). A stream keeps the DFA's current state
+//! between deltas, so a delta costs one transition per byte of its own, whatever came before it,
+//! and a match may span any number of deltas of one content block. Memory is the DFA's cache,
+//! bounded per rule like a condition's own cache; when full it is cleared and rebuilt as needed.
 //!
 //! A DFA cannot follow a Unicode `\b` across non-ASCII text: for such conditions (`watch.rs`
 //! gives them a DFA of their own) it stops at the first non-ASCII byte ("quits"), and they fall
-//! back to the bounded tail window for the rest of the block. So it does when a cache clear happens on the
-//! end-of-input look-ahead (the cursor's state would no longer be valid): rare, as the cache is
-//! only cleared once full.
+//! back to the bounded tail window for the rest of the block. So they do when a cache clear
+//! happens on the end-of-input look-ahead (the cursor's state would no longer be valid): rare, as
+//! the cache is only cleared once full.
 
 use regex_automata::hybrid::dfa::{Cache, DFA};
 use regex_automata::hybrid::LazyStateID;

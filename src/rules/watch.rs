@@ -292,7 +292,10 @@ impl Watcher {
             });
             if !streamed {
                 searched = true;
-                self.search_window(group, &window.tail, delta.len(), &watch.armed, &mut fired);
+                // Without a kept window (a group that lost its DFA state after a cache clear),
+                // the delta alone is searched.
+                let haystack = if sw.keep_window { &window.tail } else { delta };
+                self.search_window(group, haystack, delta.len(), &watch.armed, &mut fired);
             }
         }
         // A rule fires once per stream, even if its match stays in the window.
