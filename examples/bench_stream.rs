@@ -9,7 +9,10 @@
 //!   the same stream, and beside another gjc binary (`GJC_BASELINE_BIN`, e.g. a previous release)
 //!   when one is given;
 //! - the same 1,000-delta turn (compact frames) with 50 conditional rules loaded that never match,
-//!   beside the turn with no rules (`bench_stream rules` runs only this).
+//!   beside the turn with no rules (`bench_stream rules` runs only this; with `GJC_BASELINE_BIN`
+//!   that binary's two turns are measured in the same rounds);
+//! - a 20-step tool loop on the scripted provider with a trivial `before_tool_call` hook, per
+//!   iteration beside the same loop without hooks (`bench_stream hooks` runs only this).
 //!
 //! Run: `cargo build --release --bins --examples && target/release/examples/bench_stream`
 
@@ -140,14 +143,15 @@ fn default_mode_bytes(n: usize) {
     println!("  default mode, {n} deltas ({text_chars} characters): {:.1} MB of text_delta frames, {:.0} bytes per delta (the snapshot grows with the message)", bytes as f64 / 1e6, bytes as f64 / n as f64);
 }
 
-/// One turn of `n` deltas: (stdout bytes of the run, frames of the run, wall ms prompt → agent_end).
+/// One turn of `n` deltas: (stdout bytes of the run, frames of the run, wall ms prompt → agent_end,
+/// ms the session thread spent on a CPU meanwhile).
 fn one_turn(
     bin: &std::path::Path,
     fake: &FakeProvider,
     body: &str,
     compact: bool,
     rules: usize,
-) -> (usize, usize, f64) {
+) -> (usize, usize, f64, f64) {
     let home = tempfile::tempdir().unwrap();
     write_rules(home.path(), rules);
     let model = json!([{"id": "m", "contextWindow": 1000000, "maxTokens": 4096}]);
@@ -163,6 +167,10 @@ fn one_turn(
     let mut c = builder.spawn().unwrap();
     c.recv(WAIT).unwrap();
     fake.push(Reply::sse(body.to_string()));
+    let pid = c.pid();
+    // The session thread may start only after `ready`: none yet is no CPU time yet.
+    let session_cpu = || thread_cpu_ns(pid, "gjc-session").unwrap_or(0) as f64;
+    let cpu_before = session_cpu();
     let started = Instant::now();
     c.send(&json!({"id": "p", "type": "prompt", "message": "go"}))
         .unwrap();
@@ -175,7 +183,8 @@ fn one_turn(
             break;
         }
     }
-    (bytes, frames, ms(started.elapsed()))
+    let wall = ms(started.elapsed());
+    (bytes, frames, wall, (session_cpu() - cpu_before) / 1e6)
 }
 
 /// `n` conditional rules in `<agent dir>/rules`, watching every scope, none matching the
@@ -209,20 +218,34 @@ fn turn_body(n: usize) -> String {
 }
 
 /// The cost of watching a stream: the 1,000-delta turn with 50 non-matching conditional rules
-/// beside the same turn with none, interleaved, medians of 15 runs each.
+/// beside the same turn with none, interleaved, medians of 15 runs each (and the same for
+/// `GJC_BASELINE_BIN`, in the same rounds, when given).
 fn rules_turn(n: usize) {
     let fake = FakeProvider::start();
     let body = turn_body(n);
-    let (mut none, mut fifty) = (Vec::new(), Vec::new());
-    for _ in 0..15 {
-        none.push(one_turn(&gjc_bin(), &fake, &body, true, 0).2);
-        fifty.push(one_turn(&gjc_bin(), &fake, &body, true, 50).2);
+    let mut bins = vec![("this build", gjc_bin())];
+    if let Some(base) = std::env::var_os("GJC_BASELINE_BIN") {
+        bins.push(("baseline", base.into()));
     }
-    let (a, b) = (median(&mut none), median(&mut fifty));
-    println!(
-        "{n}-delta turn, compact frames, prompt -> agent_end: no rules {a:.2} ms, 50 non-matching conditional rules {b:.2} ms ({:.2}x), medians of 15",
-        b / a
-    );
+    let mut runs = vec![(Vec::new(), Vec::new()); bins.len()];
+    for _ in 0..15 {
+        for ((_, bin), (none, fifty)) in bins.iter().zip(&mut runs) {
+            none.push(one_turn(bin, &fake, &body, true, 0));
+            fifty.push(one_turn(bin, &fake, &body, true, 50));
+        }
+    }
+    for ((name, _), (none, fifty)) in bins.iter().zip(&runs) {
+        let pick = |v: &[(usize, usize, f64, f64)], f: fn(&(usize, usize, f64, f64)) -> f64| {
+            median(&mut v.iter().map(f).collect::<Vec<f64>>())
+        };
+        let (a, b) = (pick(none, |r| r.2), pick(fifty, |r| r.2));
+        let (ca, cb) = (pick(none, |r| r.3), pick(fifty, |r| r.3));
+        println!(
+            "{n}-delta turn, compact frames, prompt -> agent_end ({name}): no rules {a:.2} ms, 50 non-matching conditional rules {b:.2} ms ({:.2}x); session thread on CPU {ca:.2} ms vs {cb:.2} ms ({:.2}x); medians of 15",
+            b / a,
+            cb / ca
+        );
+    }
 }
 
 /// The 1,000-delta turn (~8 kB of text), default and compact frames, medians of 9 runs.
@@ -243,7 +266,7 @@ fn reference_turn(n: usize) {
     }
     for compact in [false, true] {
         for (name, bin) in &bins {
-            let runs: Vec<(usize, usize, f64)> = (0..9)
+            let runs: Vec<(usize, usize, f64, f64)> = (0..9)
                 .map(|_| one_turn(bin, &fake, &body, compact, 0))
                 .collect();
             let mut bytes: Vec<f64> = runs.iter().map(|r| r.0 as f64).collect();
@@ -334,6 +357,13 @@ fn tool_loop_overhead() {
 
 /// Runs one prompt of 21 turns; returns the time per turn beyond the tools' own time, in ms.
 fn one_loop(c: &mut RpcClient) -> f64 {
+    let (total, tools) = timed_loop(c);
+    ms(total.saturating_sub(tools)) / 21.0
+}
+
+/// Runs one prompt of 21 turns: (prompt -> agent_end, the time between each tool's start and
+/// end events).
+fn timed_loop(c: &mut RpcClient) -> (Duration, Duration) {
     let started = Instant::now();
     c.request(json!({"type": "prompt", "message": "loop"}), WAIT)
         .unwrap();
@@ -348,30 +378,37 @@ fn one_loop(c: &mut RpcClient) -> f64 {
             _ => {}
         }
     }
-    ms(started.elapsed().saturating_sub(tool_time)) / 21.0
+    (started.elapsed(), tool_time)
 }
 
-/// The same loop against the scripted provider: no HTTP at all, only gjc's own work per turn.
-fn scripted_loop_overhead() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("f.txt"), "x").unwrap();
+/// gjc on the scripted provider, scripted for `runs` prompts of a 20-step `ls` loop each, in
+/// `dir` (its agent dir and project), where `f.txt` is what `ls` lists.
+fn scripted_looper(dir: &std::path::Path, runs: usize) -> RpcClient {
+    std::fs::write(dir.join("f.txt"), "x").unwrap();
     let mut turns: Vec<Value> = Vec::new();
-    for run in 0..5 {
+    for run in 0..runs {
         for i in 0..20 {
             turns.push(json!({"content": [{"type": "toolCall", "id": format!("r{run}c{i}"), "name": "ls", "arguments": {}}]}));
         }
         turns.push(json!({"content": [{"type": "text", "text": "done"}]}));
     }
-    let script = dir.path().join("script.json");
+    let script = dir.join("script.json");
     std::fs::write(&script, json!({ "turns": turns }).to_string()).unwrap();
     let mut c = RpcClient::builder(gjc_bin())
-        .env("GJC_CODING_AGENT_DIR", dir.path())
-        .current_dir(dir.path())
+        .env("GJC_CODING_AGENT_DIR", dir)
+        .current_dir(dir)
         .args(["--provider", "scripted", "--script"])
         .arg(&script)
         .spawn()
         .unwrap();
     c.recv(WAIT).unwrap();
+    c
+}
+
+/// The same loop against the scripted provider: no HTTP at all, only gjc's own work per turn.
+fn scripted_loop_overhead() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = scripted_looper(dir.path(), 5);
     let mut per_turn = Vec::new();
     for _ in 0..5 {
         per_turn.push(one_loop(&mut c));
@@ -379,9 +416,64 @@ fn scripted_loop_overhead() {
     println!("20-step tool loop, scripted provider (no HTTP): {:.3} ms per turn beyond the tools' own time (median of 5 runs)", median(&mut per_turn));
 }
 
+/// A 20-step tool loop with a trivial `before_tool_call` hook (a shell script that reads its
+/// input and allows the call) beside the same loop with no hook: two gjc processes, their runs
+/// alternating, wall time per iteration (prompt -> agent_end / 20), medians.
+fn hook_loop_overhead() {
+    const RUNS: usize = 7;
+    let plain_dir = tempfile::tempdir().unwrap();
+    let hooked_dir = tempfile::tempdir().unwrap();
+    let hook = hooked_dir.path().join("allow.sh");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\ncat >/dev/null\necho '{\"decision\":\"allow\"}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let hooks = json!({"hooks": [{"event": "before_tool_call", "command": hook}]});
+    std::fs::write(hooked_dir.path().join("hooks.json"), hooks.to_string()).unwrap();
+    let mut plain = scripted_looper(plain_dir.path(), RUNS);
+    let mut hooked = scripted_looper(hooked_dir.path(), RUNS);
+    let input = hooked_dir.path().join("input.json");
+    std::fs::write(&input, r#"{"event":"before_tool_call"}"#).unwrap();
+    let (mut without, mut with, mut direct) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        without.push(ms(timed_loop(&mut plain).0) / 20.0);
+        with.push(ms(timed_loop(&mut hooked).0) / 20.0);
+        direct.push(spawn_directly(&hook, &input, 20) / 20.0);
+    }
+    let (a, b, d) = (median(&mut without), median(&mut with), median(&mut direct));
+    println!(
+        "20-step tool loop, scripted provider: no hook {a:.3} ms per iteration, trivial before_tool_call hook {b:.3} ms per iteration (+{:.3} ms for the hook; the same hook started by this benchmark through the same shell: {d:.3} ms), medians of {RUNS} alternating runs",
+        b - a
+    );
+}
+
+/// The floor of a hook's cost on this machine: `n` runs of `<shell> -c 'exec <hook> <input'`, in
+/// ms, with the shell gjc runs commands with (bash when present, else sh).
+fn spawn_directly(hook: &std::path::Path, input: &std::path::Path, n: usize) -> f64 {
+    let command = format!("exec '{}' <'{}'", hook.display(), input.display());
+    let shell = if std::path::Path::new("/bin/bash").exists() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    };
+    let started = Instant::now();
+    for _ in 0..n {
+        let out = std::process::Command::new(shell)
+            .args(["-c", &command])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+    ms(started.elapsed())
+}
+
 fn main() {
-    if std::env::args().nth(1).as_deref() == Some("rules") {
-        return rules_turn(1_000);
+    match std::env::args().nth(1).as_deref() {
+        Some("rules") => return rules_turn(1_000),
+        Some("hooks") => return hook_loop_overhead(),
+        _ => {}
     }
     let n: usize = std::env::args()
         .nth(1)
@@ -395,4 +487,5 @@ fn main() {
     abort_latency();
     tool_loop_overhead();
     scripted_loop_overhead();
+    hook_loop_overhead();
 }

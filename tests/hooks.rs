@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::support::{gjc, Gjc, TIMEOUT};
 
 /// A hook script in `dir`: records its stdin as one line of `log`, then runs `body`.
-fn script(dir: &Path, name: &str, log: &Path, body: &str) -> PathBuf {
+pub(crate) fn script(dir: &Path, name: &str, log: &Path, body: &str) -> PathBuf {
     let path = dir.join(name);
     let text = format!(
         "#!/bin/sh\n{{ cat; echo; }} >> '{}'\n{body}\n",
@@ -21,13 +21,13 @@ fn script(dir: &Path, name: &str, log: &Path, body: &str) -> PathBuf {
     path
 }
 
-fn hooks_file(path: &Path, hooks: Value) {
+pub(crate) fn hooks_file(path: &Path, hooks: Value) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, json!({ "hooks": hooks }).to_string()).unwrap();
 }
 
 /// The complete lines of the log (a hook may be writing the last one).
-fn logged(log: &Path) -> Vec<Value> {
+pub(crate) fn logged(log: &Path) -> Vec<Value> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
@@ -39,7 +39,7 @@ fn tool_call(name: &str, args: Value) -> Value {
     json!({"content": [{"type": "toolCall", "name": name, "arguments": args}]})
 }
 
-fn say(text: &str) -> Value {
+pub(crate) fn say(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}]})
 }
 
@@ -265,7 +265,7 @@ fn failing_observer_hooks_give_extension_error_and_the_work_goes_on() {
 fn a_bad_hooks_file_is_reported_and_skipped() {
     let (mut g, _log, _dir) = with_hooks(
         json!([say("hi")]),
-        |_, _| json!([{"event": "before_prompt", "command": "/bin/true"}]),
+        |_, _| json!([{"event": "on_boot", "command": "/bin/true"}]),
     );
     let err = extension_error(&mut g);
     assert_eq!(err["event"], "load");
@@ -312,30 +312,14 @@ fn abort_kills_a_running_hook_and_get_state_never_waits() {
     let (mut g, log, _dir) = with_hooks(
         json!([tool_call("ls", json!({"path": "."})), say("never")]),
         |dir, log| {
-            let pidfile = dir.join("hook.pid");
-            let slow = script(
-                dir,
-                "slow.sh",
-                log,
-                &format!("echo $$ > '{}'; sleep 1000", pidfile.display()),
-            );
+            let slow = slow_script(dir, log);
             json!([{"event": "before_tool_call", "command": slow, "timeoutMs": 600000}])
         },
     );
     let pidfile = log.parent().unwrap().join("hook.pid");
     g.ok(json!({"type": "prompt", "message": "go"}));
     g.event("tool_execution_start");
-    let deadline = Instant::now() + TIMEOUT;
-    let pid = loop {
-        if let Some(pid) = std::fs::read_to_string(&pidfile)
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-        {
-            break pid;
-        }
-        assert!(Instant::now() < deadline, "the hook never started");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let pid = hook_pid(&pidfile);
     let asked = Instant::now();
     let state = g.ok(json!({"type": "get_state"}));
     assert_eq!(state["isStreaming"], true);
@@ -347,6 +331,33 @@ fn abort_kills_a_running_hook_and_get_state_never_waits() {
         asked.elapsed() < Duration::from_secs(5),
         "abort waited for the hook"
     );
+    wait_gone(pid);
+}
+
+/// A hook that writes its pid to `<dir>/hook.pid`, then sleeps until it is killed.
+pub(crate) fn slow_script(dir: &Path, log: &Path) -> PathBuf {
+    let pidfile = dir.join("hook.pid");
+    let body = format!("echo $$ > '{}'; sleep 1000", pidfile.display());
+    script(dir, "slow.sh", log, &body)
+}
+
+/// The pid a hook wrote to `pidfile` once it runs (bounded wait).
+pub(crate) fn hook_pid(pidfile: &Path) -> i32 {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(pid) = std::fs::read_to_string(pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "the hook never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (bounded) until the hook `pid` is gone or a zombie.
+pub(crate) fn wait_gone(pid: i32) {
     let deadline = Instant::now() + TIMEOUT;
     // SAFETY: kill with signal 0 only checks that the process exists.
     while unsafe { libc::kill(pid, 0) } == 0 && !is_zombie(pid) {

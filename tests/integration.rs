@@ -32,6 +32,7 @@ mod hardening_store;
 mod hardening_tools;
 /// Hooks: events and payloads, deny and rewrite, failures, timeouts, abort.
 mod hooks;
+mod hooks_prompt;
 /// Host tools, host URIs, extension UI and the ask tool.
 mod host;
 /// Prompts, tool loops, steering and follow-ups.

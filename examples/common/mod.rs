@@ -32,6 +32,22 @@ pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// The time a thread of `pid` named `name` has spent on a CPU so far, in ns
+/// (`/proc/<pid>/task/<tid>/schedstat`): unlike wall time, barely moved by other load.
+pub fn thread_cpu_ns(pid: u32, name: &str) -> Option<u64> {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == name {
+            let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+            return stat.split_whitespace().next()?.parse().ok();
+        }
+    }
+    None
+}
+
 /// The binary next to this example (`target/<profile>/gjc`).
 pub fn gjc_bin() -> PathBuf {
     gjc::client::RpcClient::default_program()

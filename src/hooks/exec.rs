@@ -3,6 +3,7 @@
 //! actor gives it its own process group, the timeout and the group kill on abort.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::unbounded;
@@ -25,6 +26,23 @@ pub fn run(
     payload: &Value,
     owner: JobOwner,
 ) -> Result<Option<Value>, String> {
+    run_cancellable(hooks, hook, payload, owner, &AtomicBool::new(false))
+}
+
+/// [`run`] for a caller that cancels by setting `cancel`, then aborting `owner` in the shell
+/// actor. An abort that reaches the actor before the hook's job would find nothing to kill, so
+/// the flag is read again once the job is queued: whichever side sees the other's write sends
+/// the abort after the job, and the hook is killed either way.
+pub fn run_cancellable(
+    hooks: &Hooks,
+    hook: &Hook,
+    payload: &Value,
+    owner: JobOwner,
+    cancel: &AtomicBool,
+) -> Result<Option<Value>, String> {
+    if cancel.load(Ordering::SeqCst) {
+        return Err("aborted".into());
+    }
     let mut input = private_file()?;
     serde_json::to_writer(&mut input, payload)
         .map_err(|e| format!("cannot write its input: {e}"))?;
@@ -44,13 +62,16 @@ pub fn run(
     ));
     let (tx, rx) = unbounded();
     hooks.bash.run(BashJob {
-        owner,
+        owner: owner.clone(),
         command,
         cwd: hooks.cwd.clone(),
         timeout: Some(hook.timeout),
         stream: false,
         reply: tx,
     });
+    if cancel.load(Ordering::SeqCst) {
+        hooks.bash.abort(owner);
+    }
     let result = loop {
         match rx.recv_timeout(hook.timeout + GRACE) {
             Ok(BashEvent::Exit { result, .. }) => break result,

@@ -4,15 +4,18 @@
 //! Every hook runs through `gjc-bash` (its own process group, the parent-death signal, the
 //! timeout and the group kill of every shell command), never on the session, stdin or stdout
 //! threads: tool hooks inside the `gjc-tool` worker of their call (`tool.rs`), the others on a
-//! short-lived `gjc-hook` thread. A hook that fails is reported as a top-level `extension_error`
+//! short-lived `gjc-hook` thread (`before_prompt` too, the session waiting for its answer as an
+//! event, `prompt.rs`). The hooks are loaded once when the session starts and owned by it (passed
+//! to the tool workers that need them), not held in a global. A hook that fails is reported as a top-level `extension_error`
 //! frame and the work goes on as if it had allowed it, except `before_tool_call`, which fails
 //! closed (docs/hooks.md).
 
 pub mod exec;
+pub mod prompt;
 pub mod tool;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use std::time::Instant;
 
@@ -35,6 +38,7 @@ const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 pub const EVENTS: &[&str] = &[
     "session_start",
     "session_end",
+    "before_prompt",
     "before_tool_call",
     "after_tool_call",
     "before_compact",
@@ -81,37 +85,26 @@ pub struct Hooks {
     running: Mutex<Vec<Receiver<()>>>,
 }
 
-static INSTALLED: OnceLock<Arc<Hooks>> = OnceLock::new();
-
-/// Loads the hooks once per process (at session start); a file that cannot be used is reported
-/// as an `extension_error` with event `load` and skipped whole.
-pub fn install(agent_dir: &Path, cwd: &Path, bash: BashHandle, out: OutTx) -> Arc<Hooks> {
-    INSTALLED
-        .get_or_init(|| {
-            let mut hooks = Vec::new();
-            for file in [
-                agent_dir.join("hooks.json"),
-                cwd.join(".gjc").join("hooks.json"),
-            ] {
-                match load_file(&file, cwd) {
-                    Ok(found) => hooks.extend(found),
-                    Err(e) => report(&out, &file.display().to_string(), "load", &e),
-                }
-            }
-            Arc::new(Hooks {
-                hooks,
-                bash,
-                out: Mutex::new(Some(out)),
-                cwd: cwd.to_path_buf(),
-                running: Mutex::new(Vec::new()),
-            })
-        })
-        .clone()
-}
-
-/// The installed hooks, if `install` ran.
-pub fn installed() -> Option<Arc<Hooks>> {
-    INSTALLED.get().cloned()
+/// Loads the hooks files (at session start); a file that cannot be used is reported as an
+/// `extension_error` with event `load` and skipped whole.
+pub fn load(agent_dir: &Path, cwd: &Path, bash: BashHandle, out: OutTx) -> Arc<Hooks> {
+    let mut hooks = Vec::new();
+    for file in [
+        agent_dir.join("hooks.json"),
+        cwd.join(".gjc").join("hooks.json"),
+    ] {
+        match load_file(&file, cwd) {
+            Ok(found) => hooks.extend(found),
+            Err(e) => report(&out, &file.display().to_string(), "load", &e),
+        }
+    }
+    Arc::new(Hooks {
+        hooks,
+        bash,
+        out: Mutex::new(Some(out)),
+        cwd: cwd.to_path_buf(),
+        running: Mutex::new(Vec::new()),
+    })
 }
 
 /// A missing file is no hooks; anything else wrong with it is an error naming the problem.

@@ -12,6 +12,7 @@
 
 mod history;
 mod parse;
+mod stream;
 mod watch;
 
 use std::path::{Path, PathBuf};

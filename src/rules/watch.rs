@@ -1,20 +1,26 @@
 //! Matching conditional rules against a model stream, incrementally.
 //!
-//! Each scope (text, thinking, tool-call arguments) keeps a tail window of what was streamed in
-//! its current block: the last [`WINDOW`] bytes. A delta is appended to the window, the window
-//! (at most `WINDOW` + the delta) is searched once for all the scope's conditions together
-//! (one `RegexSet`, linear time), then cut back to its last `WINDOW` bytes. The cost of a delta
-//! is therefore bounded whatever the length of the reply; the price is that a match longer than
-//! the window (or one spanning two blocks) is not found.
+//! Each scope (text, thinking, tool-call arguments) is streamed through lazy DFAs of its
+//! conditions (`stream.rs`): a delta costs one step per byte of its own. Conditions with a
+//! Unicode `\b` get a DFA of their own, since it stops at non-ASCII text; its conditions then fall
+//! back, for the rest of the block, to the tail window of what was streamed in it: the last
+//! [`WINDOW`] bytes. There a delta is appended to the window, the window (at most `WINDOW` + the
+//! delta) is searched once for those conditions together (a `RegexSet` built on first need,
+//! linear time), then cut back to its last `WINDOW` bytes: bounded cost, but a match longer than
+//! the window is not found. Scopes with such conditions keep the window (cut in larger steps)
+//! while their DFA runs, so that the fallback has it.
 //!
-//! A new match must end inside the new delta (one ending before it was looked for already). So
-//! conditions whose matches have a bounded length (`maximum_len` of the parsed pattern: most
-//! literal-like conditions) are searched together from just that far back before the delta, with
-//! the bytes before as look-behind context for `\b` and `^`; only conditions that can match
-//! without a bound (`.*`, `\s+`) search the whole window.
+//! In the window, a new match must end inside the new delta (one ending before it was looked for
+//! already). So conditions whose matches have a bounded length (`maximum_len` of the parsed
+//! pattern: most literal-like conditions) are searched together from just that far back before
+//! the delta, with the bytes before as look-behind context for `\b` and `^`; only conditions that
+//! can match without a bound (`.*`, `\s+`) search the whole window.
 
 use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 
+use std::sync::OnceLock;
+
+use super::stream::{unicode_word, Cursor, StreamDfa};
 use super::{Rule, Scope, REGEX_DFA_LIMIT, REGEX_SIZE_LIMIT};
 use crate::protocol::message::StreamEvent;
 
@@ -45,13 +51,11 @@ struct ScopeSet {
 }
 
 impl ScopeSet {
-    fn build(rules: &[Rule], members: Vec<usize>, reach: Option<usize>) -> Option<ScopeSet> {
+    fn build(conditions: &[String], members: Vec<usize>, reach: Option<usize>) -> Option<ScopeSet> {
         if members.is_empty() {
             return None;
         }
-        let patterns = members
-            .iter()
-            .map(|&i| rules[i].condition.as_deref().unwrap_or(""));
+        let patterns = members.iter().map(|&i| conditions[i].as_str());
         let built = RegexSetBuilder::new(patterns)
             .size_limit(REGEX_SIZE_LIMIT.saturating_mul(members.len()))
             .dfa_size_limit(REGEX_DFA_LIMIT.saturating_mul(members.len()))
@@ -90,16 +94,85 @@ impl ScopeSet {
     }
 }
 
-/// The compiled conditions of a rule set: per scope, those of bounded and of unbounded reach.
+/// Conditions of one scope streamed through one lazy DFA, with the window sets for the blocks
+/// that DFA cannot follow (see `stream.rs`), built the first time they are needed.
+struct Group {
+    members: Vec<usize>,
+    dfa: Option<StreamDfa>,
+    /// Whether the DFA may stop in a block (it has a Unicode `\b`, or it could not be built).
+    may_fall_back: bool,
+    /// Split by reach: bounded conditions search only near the delta.
+    sets: OnceLock<Vec<ScopeSet>>,
+}
+
+impl Group {
+    fn new(rules: &[Rule], members: Vec<usize>) -> Group {
+        let dfa = StreamDfa::build(rules, &members);
+        Group {
+            may_fall_back: dfa.as_ref().is_none_or(StreamDfa::can_quit),
+            dfa,
+            members,
+            sets: OnceLock::new(),
+        }
+    }
+
+    /// The window sets: conditions of bounded reach together, the others together.
+    fn sets(&self, conditions: &[String]) -> &[ScopeSet] {
+        self.sets.get_or_init(|| {
+            let (mut bounded, mut unbounded, mut longest) = (Vec::new(), Vec::new(), 0);
+            for &i in &self.members {
+                match reach(&conditions[i]) {
+                    Some(n) => {
+                        longest = longest.max(n);
+                        bounded.push(i);
+                    }
+                    None => unbounded.push(i),
+                }
+            }
+            [
+                ScopeSet::build(conditions, bounded, Some(longest)),
+                ScopeSet::build(conditions, unbounded, None),
+            ]
+            .into_iter()
+            .flatten()
+            .collect()
+        })
+    }
+}
+
+/// One scope's conditions, in (at most) two groups: those a DFA always follows, and those with a
+/// Unicode word boundary, whose DFA stops at non-ASCII text; so such a stop leaves the others
+/// streaming.
+#[derive(Default)]
+struct ScopeWatch {
+    /// Every rule watching this scope.
+    members: Vec<usize>,
+    groups: Vec<Group>,
+    /// Some group may fall back to the window: the window is kept.
+    keep_window: bool,
+}
+
+/// The compiled conditions of a rule set, per scope.
 #[derive(Default)]
 pub struct Watcher {
-    scopes: [Vec<ScopeSet>; 3],
+    /// Each rule's condition (empty: none), for building window sets when first needed.
+    conditions: Vec<String>,
+    scopes: [ScopeWatch; 3],
 }
 
 /// What one stream has seen, per scope, and which rules may still fire in it.
 pub struct Watch {
     armed: Vec<bool>,
-    windows: [Window; 3],
+    lanes: [Lane; 3],
+}
+
+/// One scope of one stream: where it stands in each group's DFA (made on its first delta), and
+/// the tail of the current block for the window search.
+#[derive(Default)]
+struct Lane {
+    /// Boxed: a DFA cache is large, and the watch lives inside the run's phase.
+    cursors: Vec<Option<Box<Cursor>>>,
+    window: Window,
 }
 
 #[derive(Default)]
@@ -110,18 +183,23 @@ struct Window {
 }
 
 impl Window {
-    /// The window with `delta` appended (the caller searches it, then calls `trim`).
-    fn push(&mut self, block: usize, delta: &str) -> &str {
-        if self.block != Some(block) {
+    /// Appends `delta` when the window is `kept`; whether it starts a new block.
+    fn push(&mut self, block: usize, delta: &str, kept: bool) -> bool {
+        let new = self.block != Some(block);
+        if new {
             self.block = Some(block);
             self.tail.clear();
         }
-        self.tail.push_str(delta);
-        &self.tail
+        if kept {
+            self.tail.push_str(delta);
+        }
+        new
     }
 
-    fn trim(&mut self) {
-        if self.tail.len() > WINDOW {
+    /// Cuts the tail back to its last [`WINDOW`] bytes once it is longer than that by `slack`
+    /// (a window that is not searched is cut in large steps, so a delta costs no copy).
+    fn trim(&mut self, slack: usize) {
+        if self.tail.len() > WINDOW + slack {
             let mut cut = self.tail.len() - WINDOW;
             while !self.tail.is_char_boundary(cut) {
                 cut += 1;
@@ -138,28 +216,30 @@ impl Window {
 impl Watcher {
     /// Compiles the conditions of `rules` by scope (conditions were checked to compile alone).
     pub fn new(rules: &[Rule]) -> Watcher {
-        let mut watcher = Watcher::default();
+        let mut watcher = Watcher {
+            conditions: rules
+                .iter()
+                .map(|r| r.condition.clone().unwrap_or_default())
+                .collect(),
+            ..Watcher::default()
+        };
         for scope in Scope::ALL {
-            let (mut bounded, mut unbounded, mut longest) = (Vec::new(), Vec::new(), 0);
-            for (i, r) in rules.iter().enumerate() {
-                let Some(c) = r.condition.as_deref().filter(|_| r.watches(scope)) else {
-                    continue;
-                };
-                match reach(c) {
-                    Some(n) => {
-                        longest = longest.max(n);
-                        bounded.push(i);
-                    }
-                    None => unbounded.push(i),
-                }
-            }
-            watcher.scopes[scope as usize] = [
-                ScopeSet::build(rules, bounded, Some(longest)),
-                ScopeSet::build(rules, unbounded, None),
-            ]
-            .into_iter()
-            .flatten()
-            .collect();
+            let members: Vec<usize> = (0..rules.len())
+                .filter(|&i| rules[i].condition.is_some() && rules[i].watches(scope))
+                .collect();
+            let (word, plain): (Vec<usize>, Vec<usize>) = members
+                .iter()
+                .partition(|&&i| unicode_word(rules[i].condition.as_deref().unwrap_or("")));
+            let groups: Vec<Group> = [plain, word]
+                .into_iter()
+                .filter(|g| !g.is_empty())
+                .map(|g| Group::new(rules, g))
+                .collect();
+            watcher.scopes[scope as usize] = ScopeWatch {
+                keep_window: groups.iter().any(|g| g.may_fall_back),
+                members,
+                groups,
+            };
         }
         watcher
     }
@@ -169,11 +249,10 @@ impl Watcher {
         let any = self
             .scopes
             .iter()
-            .flatten()
             .any(|s| s.members.iter().any(|&i| armed[i]));
         any.then(|| Watch {
             armed,
-            windows: Default::default(),
+            lanes: Default::default(),
         })
     }
 
@@ -194,21 +273,54 @@ impl Watcher {
             } => (Scope::Tool, *content_index, delta),
             _ => return Vec::new(),
         };
-        let sets = &self.scopes[scope as usize];
-        if sets.is_empty() {
+        let sw = &self.scopes[scope as usize];
+        if sw.members.is_empty() {
             return Vec::new();
         }
-        let window = &mut watch.windows[scope as usize];
-        let haystack = window.push(block, delta);
-        let old_end = haystack.len() - delta.len();
-        let fired: Vec<usize> = sets
-            .iter()
-            .flat_map(|set| set.matches(haystack, old_end, &watch.armed))
-            .collect();
+        let Lane { cursors, window } = &mut watch.lanes[scope as usize];
+        let new_block = window.push(block, delta, sw.keep_window);
+        cursors.resize_with(sw.groups.len(), || None);
+        let mut fired = Vec::new();
+        let mut searched = false;
+        for (group, cursor) in sw.groups.iter().zip(cursors.iter_mut()) {
+            let streamed = group.dfa.as_ref().is_some_and(|dfa| {
+                let cursor = cursor.get_or_insert_with(|| Box::new(dfa.cursor()));
+                if new_block {
+                    dfa.reset(cursor);
+                }
+                dfa.feed(cursor, delta.as_bytes(), &watch.armed, &mut fired)
+            });
+            if !streamed {
+                searched = true;
+                // Without a kept window (a group that lost its DFA state after a cache clear),
+                // the delta alone is searched.
+                let haystack = if sw.keep_window { &window.tail } else { delta };
+                self.search_window(group, haystack, delta.len(), &watch.armed, &mut fired);
+            }
+        }
         // A rule fires once per stream, even if its match stays in the window.
         fired.iter().for_each(|&i| watch.armed[i] = false);
-        window.trim();
+        window.trim(if searched { 0 } else { WINDOW });
         fired
+    }
+
+    /// The window search of `group` for a match that ends in the last `delta_len` bytes.
+    fn search_window(
+        &self,
+        group: &Group,
+        haystack: &str,
+        delta_len: usize,
+        armed: &[bool],
+        fired: &mut Vec<usize>,
+    ) {
+        let old_end = haystack.len() - delta_len;
+        for set in group.sets(&self.conditions) {
+            for i in set.matches(haystack, old_end, armed) {
+                if !fired.contains(&i) {
+                    fired.push(i);
+                }
+            }
+        }
     }
 }
 
@@ -276,7 +388,7 @@ mod tests {
     }
 
     #[test]
-    fn the_window_is_bounded() {
+    fn a_streamed_match_spans_any_number_of_deltas_and_the_window_stays_bounded() {
         let rules = vec![rule("a", "start.*end", vec![])];
         let w = Watcher::new(&rules);
         let mut watch = w.watch(vec![true]).unwrap();
@@ -284,14 +396,97 @@ mod tests {
         for _ in 0..WINDOW {
             assert!(w.check(&mut watch, &text(0, "é")).is_empty());
         }
-        assert!(watch.windows[0].tail.len() <= WINDOW);
-        // `start` fell out of the window: a match longer than the window is not found.
-        assert!(w.check(&mut watch, &text(0, "end")).is_empty());
-        w.check(&mut watch, &text(0, "start"));
-        assert_eq!(w.check(&mut watch, &text(0, " end")), vec![0]);
-        let big = "x".repeat(10 * WINDOW);
+        // No condition can stop the DFA: no window is kept at all.
+        assert!(!w.scopes[0].keep_window);
+        assert!(watch.lanes[0].window.tail.is_empty());
+        // The DFA kept its state: a match longer than the window is found.
+        assert_eq!(w.check(&mut watch, &text(0, "end")), vec![0]);
+        // With a condition that may stop it, the window is kept, and bounded.
+        let rules = vec![
+            rule("a", "start.*end", vec![]),
+            rule("w", "\\bx\\b", vec![]),
+        ];
+        let w = Watcher::new(&rules);
+        let mut watch = w.watch(vec![true, true]).unwrap();
+        for _ in 0..WINDOW {
+            assert!(w.check(&mut watch, &text(0, "yy")).is_empty());
+        }
+        assert!(watch.lanes[0].window.tail.len() <= 2 * WINDOW);
+        let big = "y".repeat(10 * WINDOW);
         w.check(&mut watch, &text(0, &big));
-        assert!(watch.windows[0].tail.capacity() <= 4 * WINDOW);
+        assert!(watch.lanes[0].window.tail.capacity() <= 4 * WINDOW);
+    }
+
+    #[test]
+    fn a_unicode_word_boundary_falls_back_to_the_window_on_non_ascii_text() {
+        let rules = vec![
+            rule("w", "\\bTODO\\b", vec![]),
+            rule("p", "pass\\s*=", vec![]),
+        ];
+        let w = Watcher::new(&rules);
+        let mut watch = w.watch(vec![true, true]).unwrap();
+        assert!(w.check(&mut watch, &text(0, "café éTODO ")).is_empty());
+        // Only the group with the word boundary fell back; the other one streams on.
+        let groups = &w.scopes[0].groups;
+        assert_eq!(
+            (groups[0].members.clone(), groups[1].members.clone()),
+            (vec![1], vec![0])
+        );
+        assert!(groups[0].sets.get().is_none() && groups[1].sets.get().is_some());
+        assert!(w.check(&mut watch, &text(0, "pass ")).is_empty());
+        assert_eq!(w.check(&mut watch, &text(0, " = ")), vec![1]);
+        assert_eq!(w.check(&mut watch, &text(0, "é TODO")), vec![0]);
+        // A new block streams again.
+        let mut watch = w.watch(vec![true, true]).unwrap();
+        w.check(&mut watch, &text(0, "é"));
+        assert!(w.check(&mut watch, &text(1, "xTODO")).is_empty());
+        assert_eq!(w.check(&mut watch, &text(1, " TODO.")), vec![0]);
+    }
+
+    /// A rule fires on the delta with which the output so far first matches it (the end of a
+    /// delta is the end of the text for `\\b` and `$`), however the output is cut.
+    #[test]
+    fn streaming_agrees_with_a_search_of_each_output_so_far() {
+        let conditions = [
+            "forbidden_call_\\d+\\(",
+            "(?i)password\\s*=\\s*\\d",
+            "\\bTODO-7\\b",
+            "^begin",
+            "a[^z]{3,}z",
+            "(?m)^fn main",
+            "never here",
+        ];
+        let all = "begin wordy TODO-77 and é TODO-7x, TODO-7 a 1234z\nfn main() { PassWord =  9; forbidden_call_12(); }";
+        let rules: Vec<Rule> = conditions
+            .iter()
+            .enumerate()
+            .map(|(i, c)| rule(&format!("r{i}"), c, vec![]))
+            .collect();
+        let regexes: Vec<Regex> = conditions.iter().map(|c| compile(c).unwrap()).collect();
+        let w = Watcher::new(&rules);
+        for size in [1, 2, 3, 5, 7, 64] {
+            let mut watch = w.watch(vec![true; rules.len()]).unwrap();
+            let mut first: Vec<Option<usize>> = vec![None; rules.len()];
+            let mut expected: Vec<Option<usize>> = vec![None; rules.len()];
+            let mut seen = String::new();
+            let chars: Vec<char> = all.chars().collect();
+            for (n, chunk) in chars.chunks(size).enumerate() {
+                let piece: String = chunk.iter().collect();
+                seen.push_str(&piece);
+                for i in w.check(&mut watch, &text(0, &piece)) {
+                    first[i] = Some(n);
+                }
+                for (i, re) in regexes.iter().enumerate() {
+                    if expected[i].is_none() && re.is_match(&seen) {
+                        expected[i] = Some(n);
+                    }
+                }
+            }
+            assert_eq!(first, expected, "chunks of {size}");
+            // `TODO-7` fires only if a delta ends right after it (in `TODO-77`).
+            assert!(expected[2].is_some() || size > 1);
+            assert!(expected[6].is_none());
+        }
     }
 
     #[test]

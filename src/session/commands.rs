@@ -209,7 +209,7 @@ impl SessionLoop {
             self.write_selection();
         }
         self.respond(Response::done(id, command));
-        self.start_run(vec![message]);
+        self.start_prompt_run(vec![message], command);
     }
 
     /// `steer` / `follow_up`. While idle after an assistant reply, the message starts a run at

@@ -1,11 +1,16 @@
-//! The session's side of hooks (`crate::hooks`): loading them at start, and the observer events
-//! it fires. It never waits for a hook, except at shutdown for `session_end` (bounded).
+//! The session's side of hooks (`crate::hooks`): loading them at start (the session owns them
+//! from then on), the observer events it fires, and the `before_prompt` wait. It never blocks on
+//! a hook, except at shutdown for `session_end` (bounded): a prompt waiting for its hooks is a
+//! phase of the run, ended by an event like any other.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::run::Phase;
 use super::SessionLoop;
+use crate::hooks::prompt::{self, PromptHookDone};
+use crate::protocol::message::UserMessage;
 
 /// The longest shutdown waits for `session_end` hooks.
 const SESSION_END_WAIT: Duration = Duration::from_secs(5);
@@ -13,7 +18,7 @@ const SESSION_END_WAIT: Duration = Duration::from_secs(5);
 impl SessionLoop {
     /// Loads the hooks files and fires `session_start`.
     pub(super) fn start_hooks(&mut self) {
-        let hooks = crate::hooks::install(
+        let hooks = crate::hooks::load(
             &crate::cli::agent_dir(),
             &self.state.cwd,
             self.bash.clone(),
@@ -23,12 +28,57 @@ impl SessionLoop {
             "session_start",
             self.hook_payload("session_start", json!({})),
         );
+        self.hooks = Some(hooks);
+    }
+
+    /// Starts the run of an accepted `prompt` / `abort_and_prompt`. With `before_prompt` hooks
+    /// the run opens (`agent_start`) and waits for them in its `BeforePrompt` phase; its first
+    /// turn starts when they are done (`on_prompt_hooks`).
+    pub(super) fn start_prompt_run(&mut self, prompt: Vec<UserMessage>, command: &str) {
+        let Some(hooks) = self.hooks.clone().filter(|h| h.has(prompt::EVENT)) else {
+            return self.start_run(prompt);
+        };
+        let generation = self.open_run();
+        let (text, images) = prompt::describe(&prompt);
+        let extra = json!({ "command": command, "message": text, "imageCount": images });
+        let payload = self.hook_payload(prompt::EVENT, extra);
+        let done = self.prompt_hooks.0.clone();
+        match prompt::start(&hooks, payload, generation, done) {
+            Ok(pending) => {
+                if let Some(run) = &mut self.run {
+                    run.phase = Phase::BeforePrompt {
+                        prompt,
+                        hooks: pending,
+                    };
+                }
+            }
+            Err(e) => {
+                // As if the hooks had allowed the prompt and added nothing.
+                log::error!("{e}");
+                self.first_turn(prompt);
+            }
+        }
+    }
+
+    /// The `before_prompt` hooks of the current run are done: its first turn starts, with the
+    /// context they added after the prompt. Reports for an aborted run are dropped.
+    pub(super) fn on_prompt_hooks(&mut self, done: PromptHookDone) {
+        let Some(run) = &mut self.run else { return };
+        if run.generation != done.generation || !matches!(run.phase, Phase::BeforePrompt { .. }) {
+            return;
+        }
+        let Phase::BeforePrompt { mut prompt, .. } = std::mem::replace(&mut run.phase, Phase::Idle)
+        else {
+            return;
+        };
+        prompt.extend(done.contexts.iter().map(|c| prompt::context_message(c)));
+        self.first_turn(prompt);
     }
 
     /// Lets the observer hooks still running finish, then fires `session_end` and waits for it;
     /// all within [`SESSION_END_WAIT`], before the shell actor stops.
     pub(super) fn end_hooks(&mut self) {
-        let Some(hooks) = crate::hooks::installed() else {
+        let Some(hooks) = self.hooks.clone() else {
             return;
         };
         let deadline = Instant::now() + SESSION_END_WAIT;
@@ -40,7 +90,7 @@ impl SessionLoop {
 
     /// Fires `before_compact` (`reason`: `manual`, `threshold` or `overflow`).
     pub(super) fn before_compact_hooks(&mut self, reason: &str) {
-        if let Some(hooks) = crate::hooks::installed() {
+        if let Some(hooks) = self.hooks.clone() {
             let extra = json!({ "reason": reason });
             hooks.notify("before_compact", self.hook_payload("before_compact", extra));
         }

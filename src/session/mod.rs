@@ -98,6 +98,13 @@ pub struct SessionLoop {
     pub pending_continuation: Option<Vec<crate::protocol::message::UserMessage>>,
     /// A summary being written (manual or automatic compaction).
     pub compaction: Option<compaction::Compaction>,
+    /// The hooks loaded at start (`hooks.rs`); `None` until then.
+    pub hooks: Option<std::sync::Arc<crate::hooks::Hooks>>,
+    /// `before_prompt` hooks report here when they are done.
+    prompt_hooks: (
+        Sender<crate::hooks::prompt::PromptHookDone>,
+        Receiver<crate::hooks::prompt::PromptHookDone>,
+    ),
     /// This process's record in the session registry.
     registry: crate::registry::Registry,
     /// The unattended control plane, consulted before commands and tool calls.
@@ -119,6 +126,7 @@ enum Event {
     Bash(BashEvent),
     Timer,
     OutputDrained,
+    PromptHook(crate::hooks::prompt::PromptHookDone),
 }
 
 impl SessionLoop {
@@ -143,6 +151,9 @@ impl SessionLoop {
             compact_updates,
             pending_continuation: None,
             compaction: None,
+            hooks: None,
+            // One message per prompt that waits for hooks, and the session drains it at once.
+            prompt_hooks: crossbeam_channel::bounded(16),
             registry,
             held: None,
             snapshot_bytes: 0,
@@ -194,6 +205,7 @@ impl SessionLoop {
                     self.unattended_tick();
                 }
                 Event::OutputDrained => self.flush_held(),
+                Event::PromptHook(done) => self.on_prompt_hooks(done),
             }
         }
         self.shutdown();
@@ -224,6 +236,7 @@ impl SessionLoop {
             recv(self.ch.provider) -> m => m.map(Event::Provider).unwrap_or(Event::Timer),
             recv(self.ch.tool) -> m => m.map(Event::Tool).unwrap_or(Event::Timer),
             recv(self.ch.bash_events) -> m => m.map(Event::Bash).unwrap_or(Event::Timer),
+            recv(self.prompt_hooks.1) -> m => m.map(Event::PromptHook).unwrap_or(Event::Timer),
             recv(timer) -> _ => Event::Timer,
         }
     }

@@ -48,6 +48,12 @@ pub struct Run {
 }
 
 pub enum Phase {
+    /// The prompt waits for its `before_prompt` hooks (`session/hooks.rs`); nothing of it is in
+    /// the context yet.
+    BeforePrompt {
+        prompt: Vec<UserMessage>,
+        hooks: crate::hooks::prompt::PendingPrompt,
+    },
     Streaming {
         stream: u64,
         handle: StreamHandle,
@@ -115,6 +121,12 @@ impl SessionLoop {
 
     /// Starts a run with the given prompt messages (the queue of steering messages follows them).
     pub fn start_run(&mut self, prompt: Vec<UserMessage>) {
+        self.open_run();
+        self.first_turn(prompt);
+    }
+
+    /// `agent_start`: the session is busy from here; returns the run's generation.
+    pub(super) fn open_run(&mut self) -> u64 {
         let generation = self.next_generation();
         self.run = Some(Run {
             generation,
@@ -128,6 +140,11 @@ impl SessionLoop {
             denied: Vec::new(),
         });
         self.emit(AgentEvent::AgentStart {});
+        generation
+    }
+
+    /// The run's first turn: the prompt messages, then the queued steering ones, then the model.
+    pub(super) fn first_turn(&mut self, prompt: Vec<UserMessage>) {
         self.emit(AgentEvent::TurnStart {});
         let steering = self.state.queues.poll_steering();
         for m in prompt.into_iter().chain(steering) {
@@ -600,6 +617,11 @@ impl SessionLoop {
         let phase = std::mem::replace(&mut run.phase, Phase::Idle);
         let attempt = run.retry_attempt;
         match phase {
+            // The prompt never reached the context: the run ends with no message.
+            Phase::BeforePrompt { hooks, .. } => {
+                hooks.cancel(&self.bash);
+                self.end_run(Outcome::Aborted, None);
+            }
             Phase::Streaming {
                 handle,
                 mut partial,

@@ -80,7 +80,7 @@ impl SessionLoop {
                 host: self.host.clone(),
                 schemes: self.state.schemes.clone(),
             };
-            let tool = crate::hooks::tool::HookedTool::wrap(tool, crate::hooks::installed());
+            let tool = crate::hooks::tool::HookedTool::wrap(tool, self.hooks.clone());
             let handle = tools::spawn(
                 tool,
                 call.arguments.clone(),
