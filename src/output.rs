@@ -108,6 +108,12 @@ impl OutTx {
 }
 
 impl OutRx {
+    /// The channel itself, for a reader that selects over it and another source (the ACP front
+    /// end); call `written` for each frame taken from it.
+    pub fn receiver(&self) -> &Receiver<Queued> {
+        &self.rx
+    }
+
     pub fn recv(&self) -> Option<Queued> {
         self.rx.recv().ok()
     }

@@ -64,6 +64,7 @@ impl SessionLoop {
                 bash: self.bash.clone(),
                 host: self.host.clone(),
                 schemes: self.state.schemes.clone(),
+                policy: self.tool_policy,
             };
             let tool = crate::hooks::tool::HookedTool::wrap(tool, crate::hooks::installed());
             let handle = tools::spawn(
