@@ -18,6 +18,7 @@ pub mod acp;
 pub mod app;
 pub mod cli;
 pub mod client;
+pub mod control;
 pub mod entry;
 pub mod exec;
 pub mod export_html;

@@ -50,3 +50,5 @@ mod sessions;
 mod state;
 /// Todo reminders when a run would end with open tasks, and the clear of a finished list.
 mod todo_reminders;
+/// Unattended mode: declarations, the command preflight, budgets on the model's work, audit.
+mod unattended;

@@ -189,7 +189,6 @@ fn unavailable_commands_answer_a_typed_error() {
         json!({"type": "checkpoint_for_handoff", "authority": {}, "lane": "main"}),
         json!({"type": "login", "providerId": "x"}),
         json!({"type": "workflow_gate_response", "gate_id": "g", "answer": 1}),
-        json!({"type": "negotiate_unattended", "declaration": {}}),
     ] {
         let r = g.request(cmd.clone());
         assert_eq!(r["success"], false, "{cmd}");

@@ -32,9 +32,17 @@ pub enum AgentEvent {
         /// Always `completed`: see [`Outcome`].
         stop_reason: &'static str,
         outcome: Outcome,
-        /// The error that ended the run, with outcome `error`.
+        /// The error that ended the run, with outcome `error` (and `budget_exceeded`:
+        /// `budget_exceeded: …`).
         #[serde(skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
+        /// With outcome `budget_exceeded`: the `budget_exceeded` error object.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_details: Option<serde_json::Value>,
+        /// Unattended mode: the model's tool calls the declaration refused (`action_denied`
+        /// objects with `tool` and `toolCallId`); each also got an error tool result.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        denied_actions: Vec<serde_json::Value>,
     },
     TurnStart {},
     TurnEnd {

@@ -79,6 +79,10 @@ pub struct Response {
     /// A machine-readable code travels as the text's prefix (`code: message`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// With some typed errors (the unattended control plane's `scope_denied`, `action_denied`,
+    /// `budget_exceeded`): the error as an object, `code` first, beside the `code: message` text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_details: Option<Value>,
 }
 
 /// A response payload, already JSON text.
@@ -140,6 +144,7 @@ impl Response {
             success: true,
             data,
             error: None,
+            error_details: None,
         }
     }
 
@@ -170,6 +175,20 @@ impl Response {
             success: false,
             data: None,
             error: Some(error.into().0),
+            error_details: None,
+        }
+    }
+
+    /// A failure whose typed error also travels as an object (`error_details`).
+    pub fn err_detailed(
+        id: Option<Value>,
+        command: &str,
+        error: TypedError,
+        details: Value,
+    ) -> Response {
+        Response {
+            error_details: Some(details),
+            ..Response::err(id, command, error)
         }
     }
 }

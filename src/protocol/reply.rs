@@ -102,6 +102,9 @@ pub struct SessionState {
     /// With `include: ["tools"]` (or `dumpTools`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dump_tools: Option<Vec<ToolInfo>>,
+    /// The unattended control plane's status, once `negotiate_unattended` was accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unattended: Option<UnattendedStatus>,
 }
 
 /// How full the model's context window is.
@@ -323,6 +326,49 @@ pub struct LoginProvider {
     pub name: String,
     pub available: bool,
     pub authenticated: bool,
+}
+
+/// `negotiate_unattended`: the accepted declaration. Keys are snake_case, as the host sent them.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct UnattendedAccepted {
+    /// The id of the session gjc started with; names the audit trail.
+    pub run_id: String,
+    pub actor: String,
+    /// The four limits as the host wrote them.
+    pub budget: serde_json::Map<String, Value>,
+    /// Declared scopes, de-duplicated, `prompt` appended when absent.
+    pub scopes: Vec<&'static str>,
+    /// Declared action classes, de-duplicated, `command.prompt` appended when absent.
+    pub action_allowlist: Vec<&'static str>,
+    pub accepted_at: String,
+}
+
+/// Budget figures by metric: used so far or left.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct BudgetFigures {
+    #[schemars(with = "f64")]
+    pub tokens: Value,
+    #[schemars(with = "f64")]
+    pub tool_calls: Value,
+    #[schemars(with = "f64")]
+    pub wall_time_ms: Value,
+    #[schemars(with = "f64")]
+    pub cost_usd: Value,
+}
+
+/// `get_state.unattended`, present once `negotiate_unattended` was accepted.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct UnattendedStatus {
+    #[serde(flatten)]
+    pub declaration: UnattendedAccepted,
+    pub used: BudgetFigures,
+    pub left: BudgetFigures,
+    /// The breach that stopped charged work (the `budget_exceeded` error object), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exceeded: Option<Value>,
+    /// Why the audit trail could not be written, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_error: Option<String>,
 }
 
 #[cfg(test)]

@@ -203,6 +203,7 @@ fn payload(gen: &mut SchemaGenerator, command: &str) -> Payload {
         "get_messages" => gen.subschema_for::<MessageList>(),
         "list_sessions" => gen.subschema_for::<Sessions>(),
         "get_login_providers" => gen.subschema_for::<LoginProviders>(),
+        "negotiate_unattended" => gen.subschema_for::<UnattendedAccepted>(),
         // No payload for a model without thinking levels.
         "cycle_thinking_level" => return Payload::Maybe(gen.subschema_for::<ThinkingLevel>()),
         _ => return Payload::None,

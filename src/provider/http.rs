@@ -101,8 +101,9 @@ fn stream(
     cancel: &CancelFlag,
     sink: &EventSink,
 ) {
+    let mut reported = 0;
     let outcome = drive(&mut builder, decoder.as_mut(), &mut reader, |b| {
-        forward(b, sink, started)
+        forward(b, sink, started) && report_usage(b, &mut reported, request, sink)
     });
     let stop = match outcome {
         Ok(Some(stop)) => stop,
@@ -191,6 +192,24 @@ fn forward(builder: &mut MessageBuilder, sink: &EventSink, started: Instant) -> 
         .take_pending()
         .into_iter()
         .all(|ev| sink.send(ProviderEvent::Delta(ev)))
+}
+
+/// Sends the usage reported so far when it grew since the last report, so budgets see input
+/// tokens at the start of a reply rather than at its end. `false` when the session is gone.
+fn report_usage(
+    builder: &MessageBuilder,
+    reported: &mut u64,
+    request: &ProviderRequest,
+    sink: &EventSink,
+) -> bool {
+    let mut usage = builder.message.usage.clone();
+    usage.finish_totals();
+    if usage.total_tokens <= *reported {
+        return true;
+    }
+    *reported = usage.total_tokens;
+    price(&mut usage, &request.model.cost);
+    sink.send(ProviderEvent::Usage(usage))
 }
 
 fn http_error(

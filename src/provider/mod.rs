@@ -63,6 +63,9 @@ pub enum ProviderEvent {
     /// The response started (HTTP 200 and first bytes); becomes the assistant `message_start`.
     Start,
     Delta(StreamEvent),
+    /// The usage the provider has reported so far (cumulative, priced), sent whenever it grows
+    /// during the stream; the final count is the `Done` message's.
+    Usage(crate::protocol::message::Usage),
     Done(AssistantMessage),
     Failed(ProviderFailure),
 }

@@ -30,6 +30,9 @@ const BUSY: &str = "Agent is already processing. Use steer() or followUp() to qu
 impl SessionLoop {
     pub fn handle_command(&mut self, id: Option<Value>, command: Command) {
         let name = command.name();
+        if self.unattended_refuses(&id, &command) {
+            return;
+        }
         let reply = match command {
             Command::Prompt(p) => return self.prompt(id, p),
             Command::AbortAndPrompt(p) => return self.abort_and_prompt(id, p),
@@ -49,11 +52,12 @@ impl SessionLoop {
                 Ok(None)
             }
             Command::NewSession(p) => self.new_session(p.parent_session.as_deref()),
-            Command::GetState(p) => data(&self.state.state(
-                &p.include,
-                self.is_busy(),
-                self.is_compacting(),
-            )),
+            Command::GetState(p) => {
+                let mut state = self.state.state(&p.include, self.is_busy(), self.is_compacting());
+                state.unattended = self.unattended.status(&self.state.id);
+                data(&state)
+            }
+            Command::NegotiateUnattended(p) => return self.negotiate_unattended(id, p),
             Command::Compact(p) => return self.compact(id, p.custom_instructions.as_deref()),
             Command::SetTodos(p) => self.set_todos(&p.phases),
             Command::SetHostTools(p) => self.set_host_tools(&p.tools),
@@ -136,11 +140,9 @@ impl SessionLoop {
                 ),
             }
             .into()),
-            Command::WorkflowGateResponse(_)
-            | Command::GetPendingWorkflowGates(_)
-            | Command::NegotiateUnattended(_) => Err(TypedError::not_supported(
+            Command::WorkflowGateResponse(_) | Command::GetPendingWorkflowGates(_) => Err(TypedError::not_supported(
                 name,
-                "this build has no workflow gates or unattended mode",
+                "this build has no workflow gates",
             )
             .into()),
             Command::Handoff(_) | Command::CheckpointForHandoff(_) => Err(TypedError::not_supported(

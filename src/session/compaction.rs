@@ -224,8 +224,10 @@ impl SessionLoop {
             return;
         };
         match msg.event {
-            ProviderEvent::Start => {}
+            ProviderEvent::Start | ProviderEvent::Usage(_) => {}
             ProviderEvent::Delta(ev) => c.partial.apply(&ev),
+            // A summary is a model request too: its usage counts against an unattended budget.
+            ProviderEvent::Done(message) if self.unattended_commit(&message) => {}
             ProviderEvent::Done(message) => {
                 let summary = message.text();
                 if summary.trim().is_empty() {

@@ -22,6 +22,7 @@ pub mod state;
 pub mod store;
 pub mod todos;
 pub mod tool_calls;
+pub mod unattended;
 pub mod user_bash;
 
 use std::time::Instant;
@@ -102,6 +103,8 @@ pub struct SessionLoop {
     pub compaction: Option<compaction::Compaction>,
     /// This process's record in the session registry.
     registry: crate::registry::Registry,
+    /// The unattended control plane, consulted before commands and tool calls.
+    pub unattended: crate::control::Plane,
     /// Deltas merged while the output lane is backed up, not yet queued.
     held: Option<StreamEvent>,
     /// About how large the streamed message's snapshot is, to count update frames by the bytes
@@ -130,7 +133,9 @@ impl SessionLoop {
         compact_updates: bool,
         registry: crate::registry::Registry,
     ) -> SessionLoop {
+        let unattended = unattended::plane_for(&state);
         SessionLoop {
+            unattended,
             state,
             run: None,
             ch,
@@ -189,7 +194,10 @@ impl SessionLoop {
                 Event::Provider(msg) => self.on_provider(msg),
                 Event::Tool(msg) => self.on_tool(msg),
                 Event::Bash(ev) => self.on_bash(ev),
-                Event::Timer => self.on_timer(),
+                Event::Timer => {
+                    self.on_timer();
+                    self.unattended_tick();
+                }
                 Event::OutputDrained => self.flush_held(),
             }
         }
@@ -197,7 +205,11 @@ impl SessionLoop {
     }
 
     fn next_event(&self) -> Event {
-        let timer = match self.deadline() {
+        let deadline = [self.deadline(), self.unattended.wall_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
+        let timer = match deadline {
             Some(d) => after(d.saturating_duration_since(Instant::now())),
             None => never(),
         };

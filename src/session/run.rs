@@ -41,6 +41,10 @@ pub struct Run {
     pub overflow_compacted: bool,
     /// Todo reminders added in this run (`session/todos.rs`), bounded per run.
     pub todo_reminders: u32,
+    /// Why the run is being stopped when it is not the host's `abort` (a budget breach).
+    pub stop: Option<super::unattended::RunStop>,
+    /// Tool calls the unattended declaration refused, for `agent_end`.
+    pub denied: Vec<serde_json::Value>,
 }
 
 pub enum Phase {
@@ -120,6 +124,8 @@ impl SessionLoop {
             deferred_bash: Vec::new(),
             overflow_compacted: false,
             todo_reminders: 0,
+            stop: None,
+            denied: Vec::new(),
         });
         self.emit(AgentEvent::AgentStart {});
         self.emit(AgentEvent::TurnStart {});
@@ -255,6 +261,7 @@ impl SessionLoop {
         if *stream != msg.generation {
             return;
         }
+        let stream_id = *stream;
         *last_event = Instant::now();
         match msg.event {
             ProviderEvent::Start => {
@@ -278,10 +285,21 @@ impl SessionLoop {
                 if let Some(message) = announce {
                     self.emit(AgentEvent::MessageStart { message });
                 }
+                let added = ev.delta_len();
                 self.emit_update(ev);
+                self.unattended_delta(stream_id, added);
             }
-            ProviderEvent::Done(message) => self.finish_streamed(message),
-            ProviderEvent::Failed(failure) => self.on_failure(failure),
+            ProviderEvent::Usage(usage) => self.unattended_usage(stream_id, &usage),
+            ProviderEvent::Done(message) => {
+                if !self.unattended_commit(&message) {
+                    self.finish_streamed(message)
+                }
+            }
+            ProviderEvent::Failed(failure) => {
+                if !self.unattended_commit(&failure.message) {
+                    self.on_failure(failure)
+                }
+            }
         }
     }
 
@@ -554,11 +572,17 @@ impl SessionLoop {
     /// value published clients accept); `outcome` says how the run really ended.
     fn end_run(&mut self, outcome: Outcome, error_message: Option<String>) {
         let Some(run) = self.run.take() else { return };
+        let (outcome, error_message, error_details) = match run.stop {
+            Some(stop) => (stop.outcome, Some(stop.message), Some(stop.details)),
+            None => (outcome, error_message, None),
+        };
         self.emit(AgentEvent::AgentEnd {
             messages: run.produced,
             stop_reason: "completed",
             outcome,
             error_message,
+            error_details,
+            denied_actions: run.denied,
         });
         for b in run.deferred_bash {
             self.record(AgentMessage::BashExecution(b));
@@ -581,7 +605,8 @@ impl SessionLoop {
             } => {
                 handle.abort();
                 partial.stop_reason = StopReason::Aborted;
-                partial.error_message = Some("Request was aborted".into());
+                let why = run.stop.as_ref().map(|s| s.message.clone());
+                partial.error_message = Some(why.unwrap_or_else(|| "Request was aborted".into()));
                 strip_partial_json(&mut partial);
                 self.finish_aborted(partial, Told::started(started));
             }

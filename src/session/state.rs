@@ -98,6 +98,7 @@ impl Session {
                     })
                     .collect()
             }),
+            unattended: None,
         }
     }
 

@@ -58,6 +58,17 @@ impl SessionLoop {
                 self.complete_tool(&call, ToolOutput::error(e));
                 continue;
             }
+            match self.unattended_tool_gate(&call) {
+                super::unattended::ToolGate::Run => {}
+                super::unattended::ToolGate::Refuse(result) => {
+                    self.complete_tool(&call, result);
+                    continue;
+                }
+                super::unattended::ToolGate::Stop(result, breach) => {
+                    self.complete_tool(&call, result);
+                    return self.budget_stop(&breach);
+                }
+            }
             let generation = self.run.as_ref().map(|r| r.generation).unwrap_or(0);
             let services = tools::Services {
                 cwd: self.state.cwd.clone(),

@@ -1,0 +1,310 @@
+//! The unattended audit trail: append-only JSONL in the session's folder under the agent dir
+//! (`<session dir>/audit/unattended/<run id>.jsonl`, never in the user's project), one record per
+//! line, each append followed by fsync. A record is written at most once per dedupe key, also
+//! across restarts (keys are read back from the file when it is opened). Answers are never
+//! stored, only their canonical hash; shell command text is scrubbed of known keys.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::canonical;
+
+/// One event to record; the trail adds ids, times, the outcome and the dedupe key.
+#[derive(Debug, Default, Clone)]
+pub struct AuditEvent<'a> {
+    pub event: &'static str,
+    pub gate_id: Option<&'a str>,
+    pub stage: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub scope: Option<&'a str>,
+    pub action: Option<&'a str>,
+    pub budget: Option<Value>,
+    /// Hashed, never written.
+    pub answer: Option<&'a Value>,
+    pub error: Option<Value>,
+}
+
+pub struct Audit {
+    path: PathBuf,
+    file: File,
+    run_id: String,
+    /// SHA-256 of every dedupe key written (32 bytes each, whatever the key's length).
+    seen: HashSet<[u8; 32]>,
+    counter: u64,
+}
+
+/// `ae_<base36 ms>_<base36 counter>`.
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Everything but `[A-Za-z0-9_.-]` becomes `_`.
+fn file_name(run_id: &str) -> String {
+    run_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `substring of the event name → outcome`, first match wins.
+pub fn outcome(event: &str) -> &'static str {
+    if event.contains("denied") {
+        "denied"
+    } else if event.contains("exceeded") {
+        "exceeded"
+    } else if event.contains("abort") {
+        "aborted"
+    } else if event.contains("rejected") || event.contains("conflict") {
+        "rejected"
+    } else if ["accepted", "negotiated", "emitted"]
+        .iter()
+        .any(|w| event.contains(w))
+    {
+        "accepted"
+    } else {
+        "info"
+    }
+}
+
+fn key_digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+impl Audit {
+    pub fn path_for(session_dir: &Path, run_id: &str) -> PathBuf {
+        session_dir
+            .join("audit")
+            .join("unattended")
+            .join(format!("{}.jsonl", file_name(run_id)))
+    }
+
+    /// Opens (creating if needed) the trail of `run_id`, reading back the keys already written.
+    /// A line that is not a JSON object with a `dedupe_key` fails the open: a trail that cannot
+    /// be read cannot promise exactly-once.
+    pub fn open(session_dir: &Path, run_id: &str) -> Result<Audit, String> {
+        let path = Audit::path_for(session_dir, run_id);
+        let dir = path.parent().unwrap_or(session_dir);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let seen = read_keys(&file, &path)?;
+        // The new file's name must survive a crash too.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(Audit {
+            path,
+            file,
+            run_id: run_id.to_string(),
+            counter: seen.len() as u64,
+            seen,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends the event unless an identical one was recorded; `Ok(false)` for a duplicate.
+    pub fn record(
+        &mut self,
+        ev: AuditEvent<'_>,
+        session_id: &str,
+        actor: Option<&str>,
+    ) -> Result<bool, String> {
+        let mut payload = Map::new();
+        let mut put = |k: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                payload.insert(k.to_string(), v);
+            }
+        };
+        put("schema_version", Some(json!(1)));
+        put("category", Some(json!("unattended_lifecycle")));
+        put("run_id", Some(json!(self.run_id)));
+        put("session_id", Some(json!(session_id)));
+        put("actor", actor.map(Value::from));
+        put("event", Some(json!(ev.event)));
+        put("outcome", Some(json!(outcome(ev.event))));
+        put("gate_id", ev.gate_id.map(Value::from));
+        put("stage", ev.stage.map(Value::from));
+        put("kind", ev.kind.map(Value::from));
+        put("scope", ev.scope.map(Value::from));
+        put("action", ev.action.map(Value::from));
+        put("budget", ev.budget);
+        put(
+            "answer_hash",
+            ev.answer.map(|a| Value::from(canonical::hash(a))),
+        );
+        put("error", ev.error);
+        let payload = Value::Object(payload);
+        let key = format!(
+            "{}:{}:{}",
+            ev.event,
+            ev.gate_id.unwrap_or("run"),
+            canonical::canonical(&payload)
+        );
+        let digest = key_digest(&key);
+        if self.seen.contains(&digest) {
+            return Ok(false);
+        }
+        self.counter += 1;
+        let now = crate::ids::now_ms();
+        let Value::Object(mut record) = payload else {
+            unreachable!("built as an object")
+        };
+        record.insert(
+            "event_id".into(),
+            json!(format!("ae_{}_{}", base36(now), base36(self.counter))),
+        );
+        record.insert("timestamp".into(), json!(crate::ids::iso_from_ms(now)));
+        record.insert("dedupe_key".into(), json!(key));
+        let mut line = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        self.file
+            .write_all(&line)
+            .and_then(|_| self.file.sync_data())
+            .map_err(|e| format!("cannot append to {}: {e}", self.path.display()))?;
+        self.seen.insert(digest);
+        Ok(true)
+    }
+}
+
+fn read_keys(file: &File, path: &Path) -> Result<HashSet<[u8; 32]>, String> {
+    let records = parse_records(BufReader::new(file), path)?;
+    let mut seen = HashSet::new();
+    for (n, r) in records.iter().enumerate() {
+        let key = r.get("dedupe_key").and_then(Value::as_str).ok_or_else(|| {
+            format!(
+                "audit trail {} is corrupt at record {}: no dedupe_key",
+                path.display(),
+                n + 1
+            )
+        })?;
+        seen.insert(key_digest(key));
+    }
+    Ok(seen)
+}
+
+/// Every record of a trail. A line that is not a JSON object fails the whole read: a trail
+/// that cannot be read whole is not trusted in part.
+pub fn records(path: &Path) -> Result<Vec<Value>, String> {
+    let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    parse_records(BufReader::new(file), path)
+}
+
+fn parse_records(reader: impl BufRead, path: &Path) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if line.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(&line) {
+            Ok(v @ Value::Object(_)) => out.push(v),
+            _ => {
+                return Err(format!(
+                    "audit trail {} is corrupt at line {}: not a record",
+                    path.display(),
+                    n + 1
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_once_and_never_the_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut audit = Audit::open(dir.path(), "run/1").unwrap();
+        assert!(audit.path().ends_with("audit/unattended/run_1.jsonl"));
+        let answer = json!({"secret": "hunter2-answer"});
+        let ev = AuditEvent {
+            event: "gate_response_accepted",
+            gate_id: Some("wg_1"),
+            answer: Some(&answer),
+            ..Default::default()
+        };
+        assert!(audit.record(ev.clone(), "s1", Some("ci")).unwrap());
+        assert!(!audit.record(ev.clone(), "s1", Some("ci")).unwrap());
+        drop(audit);
+        // Reopened: the keys are read back, the duplicate is still refused.
+        let mut audit = Audit::open(dir.path(), "run/1").unwrap();
+        assert!(!audit.record(ev, "s1", Some("ci")).unwrap());
+        let denied = AuditEvent {
+            event: "scope_denied",
+            scope: Some("bash"),
+            ..Default::default()
+        };
+        assert!(audit.record(denied, "s1", None).unwrap());
+        let path = audit.path().to_path_buf();
+        let records = records(&path).unwrap();
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[0]["outcome"], "accepted");
+        assert_eq!(records[0]["answer_hash"], canonical::hash(&answer));
+        assert_eq!(records[1]["outcome"], "denied");
+        assert!(records[1]["event_id"].as_str().unwrap().starts_with("ae_"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("hunter2"));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_corrupt_trail_fails_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Audit::path_for(dir.path(), "r");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "{\"dedupe_key\":\"a\"}\nnot json\n").unwrap();
+        let err = Audit::open(dir.path(), "r").err().unwrap();
+        assert!(err.contains("corrupt at line 2"), "{err}");
+    }
+
+    #[test]
+    fn outcomes_by_name() {
+        assert_eq!(outcome("scope_denied"), "denied");
+        assert_eq!(outcome("budget_exceeded"), "exceeded");
+        assert_eq!(outcome("unattended_abort_settled"), "aborted");
+        assert_eq!(outcome("gate_response_idempotency_conflict"), "rejected");
+        assert_eq!(outcome("unattended_negotiated"), "accepted");
+        assert_eq!(outcome("gate_advance_recovered"), "info");
+        assert_eq!(base36(35), "z");
+        assert_eq!(base36(36), "10");
+    }
+}
