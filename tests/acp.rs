@@ -54,6 +54,8 @@ fn spawn_in(home: tempfile::TempDir, script: Value) -> Acp {
         .env("HOME", home.path())
         .env("GJC_CODING_AGENT_DIR", &agent)
         .env("RUST_LOG", "warn")
+        // Reminder turns about open tasks would need more script than these tests are about.
+        .env("GJC_TODO_REMINDERS", "0")
         .current_dir(&project)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -423,6 +425,33 @@ fn file_tools_use_the_editor_buffers_when_offered() {
         .find(|u| u["toolCallId"] == "call_r" && u["status"] == "completed")
         .expect("read completed");
     assert!(first_text(read_done).contains("unsaved buffer text"));
+}
+
+#[test]
+fn the_todo_list_is_the_plan() {
+    let mut g = acp(json!({"turns": [
+        {"content": [{"type": "toolCall", "name": "todo_write", "id": "call_t", "arguments": {"phases": [
+            {"name": "Work", "tasks": [
+                {"content": "Write code", "status": "completed"},
+                {"content": "Test it", "status": "in_progress"}]}]}}]},
+        {"content": [{"type": "text", "text": "Planned."}]}
+    ]}));
+    g.initialize(json!({}));
+    let session = g.new_session();
+    let id = g.prompt(&session, "plan it");
+    let (reason, before) = g.stop_reason(id);
+    assert_eq!(reason, "end_turn");
+    let plan = updates(&before)
+        .into_iter()
+        .find(|u| u["sessionUpdate"] == "plan")
+        .expect("plan update");
+    assert_eq!(
+        plan["entries"],
+        json!([
+            {"content": "Write code", "priority": "medium", "status": "completed"},
+            {"content": "Test it", "priority": "medium", "status": "in_progress"}
+        ])
+    );
 }
 
 #[test]

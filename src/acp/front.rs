@@ -500,6 +500,10 @@ impl<W: Write> Front<W> {
             Outbound::Response(r) => self.on_response(r),
             Outbound::Event(event) => self.on_event(*event),
             Outbound::Frame(frame) => self.on_callback(frame),
+            Outbound::Show(show) => match updates::show(&show) {
+                Some(update) => self.update(update),
+                None => Ok(()),
+            },
         }
     }
 

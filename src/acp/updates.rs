@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use agent_client_protocol_schema::v1::{
-    ContentBlock, ContentChunk, Diff, ImageContent, StopReason, ToolCall, ToolCallContent,
-    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, ContentChunk, Diff, ImageContent, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, SessionInfoUpdate, StopReason, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use serde_json::Value;
 
@@ -14,6 +15,8 @@ use crate::protocol::event::Outcome;
 use crate::protocol::message::{
     AgentMessage, Content, StopReason as ModelStop, StreamEvent, ToolOutput,
 };
+use crate::protocol::reply::TodoPhase;
+use crate::protocol::Show;
 use crate::tools::paths;
 
 pub use agent_client_protocol_schema::v1::SessionUpdate;
@@ -33,6 +36,47 @@ pub fn delta(event: &StreamEvent) -> Option<SessionUpdate> {
         )),
         _ => None,
     }
+}
+
+/// How ACP shows what the session shows the user: the todo list as the plan, the session's
+/// name as its title. A status line and text for the input box have no ACP form.
+pub fn show(show: &Show) -> Option<SessionUpdate> {
+    match show {
+        Show::Todos(phases) => Some(SessionUpdate::Plan(plan(phases))),
+        Show::Title(title) => Some(SessionUpdate::SessionInfoUpdate(
+            SessionInfoUpdate::new().title(title.clone()),
+        )),
+        Show::Status { .. } | Show::EditorText(_) => None,
+    }
+}
+
+/// Every task of every phase, in order; with several phases each task names its phase. An
+/// abandoned task is shown as done (the plan has no such status), and says so.
+fn plan(phases: &[TodoPhase]) -> Plan {
+    let named = phases.len() > 1;
+    let entries = phases
+        .iter()
+        .flat_map(|phase| {
+            phase.tasks.iter().map(move |task| {
+                let mut content = if named {
+                    format!("{}: {}", phase.name, task.content)
+                } else {
+                    task.content.clone()
+                };
+                let status = match task.status.as_str() {
+                    "completed" => PlanEntryStatus::Completed,
+                    "in_progress" => PlanEntryStatus::InProgress,
+                    "abandoned" => {
+                        content.push_str(" (abandoned)");
+                        PlanEntryStatus::Completed
+                    }
+                    _ => PlanEntryStatus::Pending,
+                };
+                PlanEntry::new(content, PlanEntryPriority::Medium, status)
+            })
+        })
+        .collect();
+    Plan::new(entries)
 }
 
 /// How a tool call is shown: its kind, a short title and the files it touches.
@@ -358,6 +402,25 @@ mod tests {
             value["content"][0],
             json!({"type": "diff", "path": "/p/a.txt", "oldText": "x", "newText": "y"})
         );
+    }
+
+    #[test]
+    fn todos_become_the_plan() {
+        let phases: Vec<TodoPhase> = serde_json::from_value(json!([
+            {"id": "p1", "name": "Build", "tasks": [
+                {"id": "t1", "content": "write code", "status": "completed"},
+                {"id": "t2", "content": "test it", "status": "in_progress"}]},
+            {"id": "p2", "name": "Ship", "tasks": [
+                {"id": "t3", "content": "old idea", "status": "abandoned"}]}
+        ]))
+        .unwrap();
+        let update = show(&Show::Todos(phases)).unwrap();
+        let value = serde_json::to_value(&update).unwrap();
+        assert_eq!(value["sessionUpdate"], "plan");
+        assert_eq!(value["entries"][0]["content"], "Build: write code");
+        assert_eq!(value["entries"][1]["status"], "in_progress");
+        assert_eq!(value["entries"][2]["content"], "Ship: old idea (abandoned)");
+        assert!(show(&Show::EditorText("x".into())).is_none());
     }
 
     #[test]

@@ -346,15 +346,9 @@ impl SessionLoop {
         }
     }
 
-    /// A status line for hosts that show one (`setStatus`); `None` clears it.
+    /// A status line for hosts that show one; `None` clears it.
     pub fn set_status(&mut self, key: &'static str, text: Option<String>) {
-        let mut fields = serde_json::Map::new();
-        fields.insert("statusKey".into(), Value::from(key));
-        if let Some(text) = text {
-            fields.insert("statusText".into(), Value::from(text));
-        }
-        let frame = crate::host::ui::notice("setStatus", Value::Object(fields));
-        self.send(Outbound::Frame(frame));
+        self.send(Outbound::Show(crate::protocol::Show::Status { key, text }));
     }
 
     pub fn respond(&mut self, response: Response) {

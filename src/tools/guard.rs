@@ -41,13 +41,15 @@ pub enum Effect {
     Command,
 }
 
-/// The effect of a call. Every shell command counts as one that may change something: no
-/// classifier of read-only commands is available.
+/// The effect of a call. A shell command counts as read-only only when the classifier knows
+/// every part of it to be (`control::classify`, fail-closed).
 pub fn effect(tool: &str, args: &Value) -> Effect {
-    let _ = args;
     match tool {
         "write" | "edit" => Effect::Edit,
-        "bash" => Effect::Command,
+        "bash" => match str_arg(args, "command") {
+            Some(command) if crate::control::classify::is_read_only(command) => Effect::ReadOnly,
+            _ => Effect::Command,
+        },
         _ => Effect::ReadOnly,
     }
 }
@@ -117,7 +119,8 @@ mod tests {
         let out = refusal("write", &json!({"path": "a.txt", "content": "y"}), &ctx).unwrap();
         assert!(out.is_error);
         assert_eq!(out.details, Some(json!({"denied": true})));
-        assert!(refusal("bash", &json!({"command": "true"}), &ctx).is_some());
+        assert!(refusal("bash", &json!({"command": "rm -rf x"}), &ctx).is_some());
+        assert!(refusal("bash", &json!({"command": "ls -la"}), &ctx).is_none());
         assert!(refusal("read", &json!({"path": "a.txt"}), &ctx).is_none());
     }
 
@@ -126,7 +129,8 @@ mod tests {
         let (_dir, mut ctx) = crate::tools::tests::ctx();
         ctx.policy.approval = Approval::Commands;
         assert!(refusal("edit", &json!({"path": "a"}), &ctx).is_none());
-        let out = refusal("bash", &json!({"command": "ls"}), &ctx).unwrap();
+        assert!(refusal("bash", &json!({"command": "git status"}), &ctx).is_none());
+        let out = refusal("bash", &json!({"command": "touch x"}), &ctx).unwrap();
         assert!(crate::tools::tests::text(&out).contains("no host"));
     }
 }
