@@ -206,6 +206,18 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
     };
     let bash_at_crash = bash.clone();
     let cwd = state.cwd.clone();
+    let models = crate::acp::front::Models {
+        available: state
+            .catalog
+            .available()
+            .iter()
+            .map(|m| (format!("{}/{}", m.provider, m.id), m.name.clone()))
+            .collect(),
+        current: state
+            .model
+            .as_ref()
+            .map(|m| format!("{}/{}", m.provider, m.id)),
+    };
     let registry = crate::registry::Registry::new(&cli::agent_dir(), "stdio", &state.cwd);
     let session = SessionLoop::new(
         state,
@@ -234,6 +246,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
             cwd,
             session: session_id,
             skills,
+            models,
         };
         let front = crate::acp::start(connections, stdin::default_max_line());
         writer = Some(spawn_writer(

@@ -288,6 +288,26 @@ fn initialize_reports_capabilities_and_refuses_other_versions() {
     let modes = serde_json::to_value(session.modes.unwrap()).unwrap();
     assert_eq!(modes["currentModeId"], "default");
     assert_eq!(modes["availableModes"][1]["id"], "plan");
+    let options = serde_json::to_value(session.config_options.unwrap()).unwrap();
+    assert_eq!(options[0]["id"], "model");
+    assert_eq!(options[0]["category"], "model");
+    assert_eq!(options[0]["currentValue"], "scripted/scripted");
+    assert_eq!(options[1]["id"], "permissions");
+    let session_id = session.session_id.0.to_string();
+    let set = g.request(
+        "session/set_config_option",
+        json!({"sessionId": session_id, "configId": "model", "value": "nope/none"}),
+    );
+    assert_eq!(g.response(set).0["error"]["code"], -32602);
+    let set = g.request(
+        "session/set_config_option",
+        json!({"sessionId": session_id, "configId": "model", "value": "scripted/scripted"}),
+    );
+    let options = g.result(set);
+    assert_eq!(
+        options["configOptions"][0]["currentValue"],
+        "scripted/scripted"
+    );
     assert_eq!(g.close_and_wait().map(|s| s.code()), Some(Some(0)));
 }
 

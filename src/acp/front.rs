@@ -77,6 +77,8 @@ enum Waiting {
     Prompt,
     /// `session/new`: `get_state` gives the session id.
     NewSession(RequestId, bool),
+    /// `session/set_config_option` for the model: the chosen `provider/id`.
+    SetModel(RequestId, String),
     /// `session/load`, step 1: the session's file among `list_sessions`.
     LoadFind(RequestId, String),
     /// Step 2: the switch.
@@ -121,30 +123,32 @@ pub struct Front<W: Write> {
     pub(super) always: HashSet<String>,
     mode: &'static str,
     permissions: &'static str,
+    /// The models with a key (`provider/id`, name), and the one in use.
+    models: Vec<(String, String)>,
+    model: Option<String>,
+}
+
+/// The models the front end offers and the one the session starts with.
+pub struct Models {
+    pub available: Vec<(String, String)>,
+    pub current: Option<String>,
 }
 
 impl<W: Write> Front<W> {
-    pub fn new(
-        out: W,
-        control: Sender<ControlFrame>,
-        commands: Sender<CommandFrame>,
-        host: Sender<HostRequest>,
-        cwd: PathBuf,
-        session: String,
-        skills: Vec<crate::prompt::Skill>,
-    ) -> Front<W> {
-        Front {
+    /// The front end writing to `out`, and the output lane it is to read.
+    pub fn new(out: W, c: super::Connections) -> (Front<W>, OutRx) {
+        let front = Front {
             wire: Wire::new(out),
-            control,
-            commands: Some(commands),
-            host,
-            cwd,
+            control: c.control,
+            commands: Some(c.commands),
+            host: c.host,
+            cwd: c.cwd,
             client: ClientCapabilities::default(),
-            session,
+            session: c.session,
             session_used: false,
             next_id: 0,
             next_client_id: 0,
-            skills,
+            skills: c.skills,
             waiting: HashMap::new(),
             turn: None,
             shown: HashMap::new(),
@@ -152,7 +156,10 @@ impl<W: Write> Front<W> {
             always: HashSet::new(),
             mode: "default",
             permissions: "ask",
-        }
+            models: c.models.available,
+            model: c.models.current,
+        };
+        (front, c.frames)
     }
 
     /// Runs until the output lane closes (the session and the host broker have stopped) or
@@ -392,6 +399,14 @@ impl<W: Write> Front<W> {
                 self.wire
                     .respond(id, Ok(SetSessionConfigOptionResponse::new(options)))
             }
+            ("model", _) if self.models.iter().any(|(m, _)| *m == value) => {
+                if let Some((provider, model_id)) = value.split_once('/') {
+                    let fields = json!({"provider": provider, "modelId": model_id});
+                    let then = Waiting::SetModel(id, value.clone());
+                    self.command("set_model", fields, then);
+                }
+                Ok(())
+            }
             _ => self.wire.respond::<()>(
                 id,
                 Err(Error::invalid_params()
@@ -417,11 +432,27 @@ impl<W: Write> Front<W> {
                 SessionConfigSelectOption::new(*id, *name).description(description.to_string())
             })
             .collect();
-        vec![
+        let permissions =
             SessionConfigOption::select("permissions", "Permissions", self.permissions, values)
                 .category(SessionConfigOptionCategory::Other("_permissions".into()))
-                .description("When gjc asks before it edits or runs a command".to_string()),
-        ]
+                .description("When gjc asks before it edits or runs a command".to_string());
+        let Some(current) = &self.model else {
+            return vec![permissions];
+        };
+        let mut models: Vec<SessionConfigSelectOption> = self
+            .models
+            .iter()
+            .map(|(id, name)| SessionConfigSelectOption::new(id.clone(), name.clone()))
+            .collect();
+        if !self.models.iter().any(|(id, _)| id == current) {
+            models.insert(
+                0,
+                SessionConfigSelectOption::new(current.clone(), current.clone()),
+            );
+        }
+        let model = SessionConfigOption::select("model", "Model", current.clone(), models)
+            .category(SessionConfigOptionCategory::Model);
+        vec![model, permissions]
     }
 
     /// Tells the session which calls need approval, which are refused, and whether the editor
@@ -487,7 +518,8 @@ impl<W: Write> Front<W> {
             Waiting::NewSession(id, _)
             | Waiting::LoadFind(id, _)
             | Waiting::LoadSwitch(id)
-            | Waiting::LoadReplay(id) => id,
+            | Waiting::LoadReplay(id)
+            | Waiting::SetModel(id, _) => id,
         };
         if let Err(e) = self.wire.respond::<()>(id, Err(error)) {
             log::info!("stdout closed: {e}");
@@ -545,6 +577,12 @@ impl<W: Write> Front<W> {
                 Ok(())
             }
             Waiting::LoadReplay(id) => self.replay(id, &data),
+            Waiting::SetModel(id, model) => {
+                self.model = Some(model);
+                let options = self.config_options();
+                self.wire
+                    .respond(id, Ok(SetSessionConfigOptionResponse::new(options)))
+            }
         }
     }
 

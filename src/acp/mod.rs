@@ -37,6 +37,7 @@ pub struct Connections {
     /// The id of the session gjc starts with.
     pub session: String,
     pub skills: Vec<crate::prompt::Skill>,
+    pub models: front::Models,
 }
 
 /// Starts the reader (never joined, as in RPC mode: a read blocked on a live stdin cannot be
@@ -51,15 +52,7 @@ pub fn start(c: Connections, max_line: usize) -> impl FnOnce() -> std::io::Resul
         log::error!("cannot start the ACP reader: {e}");
     }
     move || {
-        let front = front::Front::new(
-            std::io::stdout().lock(),
-            c.control,
-            c.commands,
-            c.host,
-            c.cwd,
-            c.session,
-            c.skills,
-        );
-        front.run(inbox, c.frames)
+        let (front, frames) = front::Front::new(std::io::stdout().lock(), c);
+        front.run(inbox, frames)
     }
 }
