@@ -516,6 +516,10 @@ fn load_replays_the_stored_conversation_before_answering() {
     );
     let (response, before) = second.response(id);
     assert!(response.get("error").is_none(), "{response}");
+    assert!(before
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .all(|m| m["params"]["sessionId"] == session.as_str()));
     let ups = updates(&before);
     assert_eq!(text_of(&ups, "user_message_chunk"), "what is the answer?");
     assert_eq!(text_of(&ups, "agent_thought_chunk"), "Considering.");

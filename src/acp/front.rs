@@ -81,8 +81,8 @@ enum Waiting {
     SetModel(RequestId, String),
     /// `session/load`, step 1: the session's file among `list_sessions`.
     LoadFind(RequestId, String),
-    /// Step 2: the switch.
-    LoadSwitch(RequestId),
+    /// Step 2: the switch to the session with this id.
+    LoadSwitch(RequestId, String),
     /// Step 3: the messages to replay.
     LoadReplay(RequestId),
 }
@@ -469,8 +469,9 @@ impl<W: Write> Front<W> {
             host_reads: self.client.fs.read_text_file,
             host_writes: self.client.fs.write_text_file,
         };
-        if let Some(tx) = &self.commands {
-            let _ = tx.try_send(CommandFrame::Policy(policy));
+        let Some(tx) = &self.commands else { return };
+        if tx.try_send(CommandFrame::Policy(policy)).is_err() {
+            log::warn!("the tool policy was not applied: the command lane is full or closed");
         }
     }
 
@@ -517,7 +518,7 @@ impl<W: Write> Front<W> {
             },
             Waiting::NewSession(id, _)
             | Waiting::LoadFind(id, _)
-            | Waiting::LoadSwitch(id)
+            | Waiting::LoadSwitch(id, _)
             | Waiting::LoadReplay(id)
             | Waiting::SetModel(id, _) => id,
         };
@@ -572,7 +573,8 @@ impl<W: Write> Front<W> {
             }
             Waiting::NewSession(id, mcp) => self.session_created(id, &data, mcp),
             Waiting::LoadFind(id, wanted) => self.load_found(id, &data, &wanted),
-            Waiting::LoadSwitch(id) => {
+            Waiting::LoadSwitch(id, session) => {
+                self.session = session;
                 self.command("get_messages", json!({}), Waiting::LoadReplay(id));
                 Ok(())
             }
@@ -592,6 +594,8 @@ impl<W: Write> Front<W> {
         };
         self.session = session.to_string();
         self.shown.clear();
+        // "Always allow" holds for the session it was given in.
+        self.always.clear();
         let response = NewSessionResponse::new(session.to_string())
             .modes(self.modes())
             .config_options(self.config_options());
@@ -612,7 +616,8 @@ impl<W: Write> Front<W> {
         match path {
             Some(path) => {
                 let fields = json!({"sessionPath": path});
-                self.command("switch_session", fields, Waiting::LoadSwitch(id));
+                let then = Waiting::LoadSwitch(id, wanted.to_string());
+                self.command("switch_session", fields, then);
                 Ok(())
             }
             None => self
@@ -625,8 +630,8 @@ impl<W: Write> Front<W> {
     fn replay(&mut self, id: RequestId, data: &Value) -> std::io::Result<()> {
         let messages: Vec<AgentMessage> =
             serde_json::from_value(data["messages"].clone()).unwrap_or_default();
-        // The session's id is the one asked for: `switch_session` found the file by it.
         self.shown.clear();
+        self.always.clear();
         let mut calls = Vec::new();
         let cwd = self.cwd.clone();
         for message in &messages {
