@@ -154,19 +154,30 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         let _ = control_tx.send(ControlFrame::Shutdown("parent process exited"));
     }
 
-    // 1. The writer, and `ready` as its first frame, before anything can be read.
-    let writer_control = control_tx.clone();
+    // 1. The writer, and `ready` as its first frame, before anything can be read. In ACP mode
+    // the front end is the writer; it starts with its reader (3.), and there is no `ready`.
+    let acp = args.mode.as_deref() == Some("acp");
     let (writer_done_tx, writer_done) = bounded::<()>(1);
-    let writer = spawn("gjc-stdout", move || {
-        stdout::widen_pipe();
-        let result = stdout::Writer::new(std::io::stdout().lock(), session_id).run(out_rx);
-        if let Err(e) = result {
-            log::info!("stdout closed: {e}");
-            let _ = writer_control.send(ControlFrame::Shutdown("stdout closed"));
-        }
-        let _ = writer_done_tx.send(());
-    });
-    let _ = out_tx.send(Outbound::Ready);
+    let mut frames = Some(out_rx);
+    let mut writer = None;
+    if !acp {
+        let out_rx = frames.take();
+        let session_id = session_id.clone();
+        writer = Some(spawn_writer(
+            "gjc-stdout",
+            move || {
+                stdout::widen_pipe();
+                let writer = stdout::Writer::new(std::io::stdout().lock(), session_id);
+                match out_rx {
+                    Some(out_rx) => writer.run(out_rx),
+                    None => Ok(()),
+                }
+            },
+            control_tx.clone(),
+            writer_done_tx.clone(),
+        ));
+        let _ = out_tx.send(Outbound::Ready);
+    }
 
     // 2. The actors the session talks to.
     let (bash, bash_thread) = match exec::spawn(std::env::temp_dir(), args.keep_bash_output) {
@@ -195,6 +206,19 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         bash_events,
     };
     let bash_at_crash = bash.clone();
+    let cwd = state.cwd.clone();
+    let models = crate::acp::front::Models {
+        available: state
+            .catalog
+            .available()
+            .iter()
+            .map(|m| (format!("{}/{}", m.provider, m.id), m.name.clone()))
+            .collect(),
+        current: state
+            .model
+            .as_ref()
+            .map(|m| format!("{}/{}", m.provider, m.id)),
+    };
     let registry = crate::registry::Registry::new(&cli::agent_dir(), "stdio", &state.cwd);
     let session = SessionLoop::new(
         state,
@@ -209,17 +233,42 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         session.run();
         let _ = session_done_tx.send(());
     });
-    let routes = stdin::StdinRoutes {
-        control: control_tx.clone(),
-        commands: command_tx,
-        host: host.sender(),
-    };
+    if let Some(frames) = frames.take() {
+        let skills = if args.no_skills {
+            Vec::new()
+        } else {
+            prompt::find_skills(&cli::agent_dir(), &cwd)
+        };
+        let connections = crate::acp::Connections {
+            frames,
+            control: control_tx.clone(),
+            commands: command_tx,
+            host: host.sender(),
+            cwd,
+            session: session_id,
+            skills,
+            models,
+        };
+        let front = crate::acp::start(connections, stdin::default_max_line());
+        writer = Some(spawn_writer(
+            "gjc-acp",
+            front,
+            control_tx.clone(),
+            writer_done_tx,
+        ));
+    } else {
+        let routes = stdin::StdinRoutes {
+            control: control_tx.clone(),
+            commands: command_tx,
+            host: host.sender(),
+        };
+        // Never joined: a read blocked on a live stdin cannot be interrupted, and at a signal
+        // the process exits with the reader still waiting.
+        let _stdin = spawn("gjc-stdin", move || {
+            stdin::run(std::io::stdin().lock(), routes, stdin::default_max_line())
+        });
+    }
     drop(host);
-    // Never joined: a read blocked on a live stdin cannot be interrupted, and at a signal the
-    // process exits with the reader still waiting.
-    let _stdin = spawn("gjc-stdin", move || {
-        stdin::run(std::io::stdin().lock(), routes, stdin::default_max_line())
-    });
     if let Some(signals) = signals {
         watch_signals(signals, control_tx.clone(), parent);
     }
@@ -250,7 +299,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
     // A host that stopped reading stdout cannot hold the process: what it does not read within
     // the grace period is lost with the process, as it would be with the host gone.
     if writer_done.recv_timeout(WRITER_GRACE).is_ok() {
-        if writer.join().is_err() {
+        if writer.is_some_and(|w| w.join().is_err()) {
             log::debug!("thread gjc-stdout ended by a panic");
         }
     } else {
@@ -280,6 +329,23 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::thread::JoinHand
             log::error!("cannot start thread {name}: {e}");
             std::process::exit(1)
         })
+}
+
+/// The thread that owns stdout (the RPC writer or the ACP front end). A write error means the
+/// host stopped reading: shut down as at stdin EOF.
+fn spawn_writer(
+    name: &str,
+    body: impl FnOnce() -> std::io::Result<()> + Send + 'static,
+    control: Sender<ControlFrame>,
+    done: Sender<()>,
+) -> std::thread::JoinHandle<()> {
+    spawn(name, move || {
+        if let Err(e) = body() {
+            log::info!("stdout closed: {e}");
+            let _ = control.send(ControlFrame::Shutdown("stdout closed"));
+        }
+        let _ = done.send(());
+    })
 }
 
 fn wait_bounded(handle: &std::thread::JoinHandle<()>, limit: Duration) {

@@ -16,7 +16,8 @@ Logs go to stderr (RUST_LOG=debug for more). See docs/protocol.md for the wire f
     after_long_help = AFTER_LONG_HELP
 )]
 pub struct Args {
-    /// Protocol mode; only `rpc` is available.
+    /// Protocol mode: `rpc` (gjc's JSON-lines protocol) or `acp` (the Agent Client Protocol,
+    /// JSON-RPC 2.0, for editors; docs/acp.md).
     #[arg(long, value_name = "MODE")]
     pub mode: Option<String>,
 
@@ -182,15 +183,16 @@ impl Args {
     /// aliases. The error is one line for stderr; the exit code is 2.
     pub fn validate(mut self) -> Result<Args, String> {
         match self.mode.as_deref() {
-            Some("rpc") => {}
+            Some("rpc" | "acp") => {}
             Some(other) => {
                 return Err(format!(
-                    "unsupported mode {other:?}: only --mode rpc is available"
+                    "unsupported mode {other:?}: --mode rpc or --mode acp"
                 ))
             }
             None => {
                 return Err(
-                    "--mode rpc is required (gjc is driven over JSON lines on stdio)".into(),
+                    "--mode rpc or --mode acp is required (gjc is driven over JSON lines on stdio)"
+                        .into(),
                 )
             }
         }

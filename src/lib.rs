@@ -14,6 +14,7 @@
 //! `docs/architecture.md` describes owners, channels and shutdown; `docs/protocol.md` the wire.
 #![deny(clippy::print_stdout)]
 
+pub mod acp;
 pub mod app;
 pub mod cli;
 pub mod client;

@@ -108,6 +108,12 @@ impl OutTx {
 }
 
 impl OutRx {
+    /// The channel itself, for a reader that selects over it and another source (the ACP front
+    /// end); call `written` for each frame taken from it.
+    pub fn receiver(&self) -> &Receiver<Queued> {
+        &self.rx
+    }
+
     pub fn recv(&self) -> Option<Queued> {
         self.rx.recv().ok()
     }
@@ -150,7 +156,7 @@ impl Gauge {
 fn estimate(frame: &Outbound) -> usize {
     const SMALL: usize = 256;
     match frame {
-        Outbound::Ready | Outbound::Frame(_) => SMALL,
+        Outbound::Ready | Outbound::Frame(_) | Outbound::Show(_) => SMALL,
         Outbound::Response(r) => SMALL + r.data.as_ref().map_or(0, |d| d.get().len()),
         Outbound::Event(ev) => match ev.as_ref() {
             AgentEvent::MessageUpdate {

@@ -180,7 +180,8 @@ fn a_gate_frame_and_every_answer_outcome() {
             TIMEOUT,
         )
         .unwrap();
-    assert_eq!(cancel["id"], select["id"]);
+    assert_eq!(cancel["targetId"], select["id"]);
+    assert_ne!(cancel["id"], select["id"]);
     let end = g.event("tool_execution_end");
     assert_eq!(end["isError"], false, "{end}");
     assert_eq!(end["result"]["details"]["answers"][0]["answer"], "postgres");

@@ -2,6 +2,8 @@
 
 mod support;
 
+/// `--mode acp`: the Agent Client Protocol over stdio.
+mod acp;
 /// A host that stops reading stdout.
 mod backpressure;
 /// Compaction, manual and automatic.

@@ -212,15 +212,12 @@ impl HostActor {
             return;
         };
         self.cancel_next += 1;
-        let cancel_id = format!(
-            "{}_cancel_{}",
-            if p.kind == CallKind::Uri {
-                "uri"
-            } else {
-                "host"
-            },
-            self.cancel_next
-        );
+        let prefix = match p.kind {
+            CallKind::Tool => "host",
+            CallKind::Uri => "uri",
+            CallKind::Ui => "ui",
+        };
+        let cancel_id = format!("{prefix}_cancel_{}", self.cancel_next);
         let frame = match p.kind {
             CallKind::Tool => Some(FlatFrame::HostToolCancel {
                 id: cancel_id,
@@ -230,11 +227,13 @@ impl HostActor {
                 id: cancel_id,
                 target_id: id.to_string(),
             }),
+            // A withdrawn dialog: like the host tool and URI cancels, the frame has its own id
+            // and names the dialog in `targetId` (the pairing the published client's types use).
             CallKind::Ui => Some(FlatFrame::ExtensionUiRequest(
                 crate::protocol::outbound::UiRequest {
-                    id: id.to_string(),
+                    id: cancel_id,
                     method: "cancel",
-                    fields: Default::default(),
+                    fields: [("targetId".to_string(), id.into())].into_iter().collect(),
                 },
             )),
         };

@@ -21,5 +21,5 @@ pub use decode::{decode_line, Inbound, MAX_LINE_BYTES};
 pub use event::AgentEvent;
 pub use host_reply::HostReply;
 pub use outbound::{
-    Data, FlatFrame, Outbound, Ready, Response, TypedError, CAPABILITIES, PROTOCOL_VERSION,
+    Data, FlatFrame, Outbound, Ready, Response, Show, TypedError, CAPABILITIES, PROTOCOL_VERSION,
 };

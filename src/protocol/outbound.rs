@@ -54,6 +54,25 @@ pub enum Outbound {
     /// Boxed: events are large and frequent; the other frames are small.
     Event(Box<AgentEvent>),
     Frame(FlatFrame),
+    /// Something for the user to see, typed: each front end renders it in its own vocabulary
+    /// (RPC as fire-and-forget `extension_ui_request` frames, ACP as `session/update`s).
+    Show(Show),
+}
+
+/// What the session shows the user besides the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Show {
+    /// A status line under `key` (a retry's countdown, a compaction); `None` clears it.
+    Status {
+        key: &'static str,
+        text: Option<String>,
+    },
+    /// The todo list, whole.
+    Todos(Vec<super::reply::TodoPhase>),
+    /// The session's name.
+    Title(String),
+    /// Text to put back into the user's input box (a branched message).
+    EditorText(String),
 }
 
 /// `{id?, type:"response", command, success, data? | error}`.

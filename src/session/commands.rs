@@ -2,7 +2,7 @@
 //! wraps that into the response frame with the request's `id`.
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::queue::{InterruptMode, QueueMode};
 use super::state::clean_session_name;
@@ -102,10 +102,9 @@ impl SessionLoop {
             }
             Command::SetSessionName(p) => match clean_session_name(&p.name) {
                 Some(n) => {
-                    if crate::host::ui::titles_enabled() {
-                        let frame = crate::host::ui::notice("setTitle", json!({ "title": n }));
-                        self.send(crate::protocol::Outbound::Frame(frame));
-                    }
+                    self.send(crate::protocol::Outbound::Show(
+                        crate::protocol::Show::Title(n.clone()),
+                    ));
                     let saved = self.state.store.set_title(&n);
                     self.state.name = Some(n);
                     saved.map(|_| None).map_err(ErrorValue::from)
@@ -357,8 +356,9 @@ impl SessionLoop {
         .map_err(ErrorValue::from)?;
         self.switch_session(&new_path)?;
         // Editors put the branched message back into their input box.
-        let frame = crate::host::ui::notice("set_editor_text", json!({ "text": text }));
-        self.send(crate::protocol::Outbound::Frame(frame));
+        self.send(crate::protocol::Outbound::Show(
+            crate::protocol::Show::EditorText(text.clone()),
+        ));
         data(&reply::BranchResult {
             text,
             cancelled: false,

@@ -64,6 +64,8 @@ pub enum CommandFrame {
     },
     /// A line that could not be decoded; answered in its place in the order.
     Invalid(Response),
+    /// What tool calls started from now on may do (a front end's modes and permissions).
+    Policy(crate::tools::guard::ToolPolicy),
 }
 
 /// The receiving ends the session loop selects over, and the senders it hands to workers.
@@ -93,6 +95,8 @@ pub struct SessionLoop {
     pub user_bash: Option<(Option<Value>, String)>,
     /// Compact `message_update` frames (`set_capabilities` / `--compact-updates`).
     pub compact_updates: bool,
+    /// Applied to every tool call as it starts.
+    pub tool_policy: crate::tools::guard::ToolPolicy,
     /// A run to start right after the current command's response (a queued message continuing
     /// an idle session).
     pub pending_continuation: Option<Vec<crate::protocol::message::UserMessage>>,
@@ -149,6 +153,7 @@ impl SessionLoop {
             next_generation: 0,
             user_bash: None,
             compact_updates,
+            tool_policy: Default::default(),
             pending_continuation: None,
             compaction: None,
             hooks: None,
@@ -183,6 +188,7 @@ impl SessionLoop {
                                 self.handle_command(id, command)
                             }
                             Ok(CommandFrame::Invalid(response)) => self.respond(response),
+                            Ok(CommandFrame::Policy(policy)) => self.tool_policy = policy,
                             Err(_) => break,
                         }
                     }
@@ -193,6 +199,7 @@ impl SessionLoop {
                     self.handle_command(id, command)
                 }
                 Event::Command(CommandFrame::Invalid(response)) => self.respond(response),
+                Event::Command(CommandFrame::Policy(policy)) => self.tool_policy = policy,
                 Event::CommandsClosed => {
                     log::info!("stdin closed; shutting down");
                     break;
@@ -354,15 +361,9 @@ impl SessionLoop {
         }
     }
 
-    /// A status line for hosts that show one (`setStatus`); `None` clears it.
+    /// A status line for hosts that show one; `None` clears it.
     pub fn set_status(&mut self, key: &'static str, text: Option<String>) {
-        let mut fields = serde_json::Map::new();
-        fields.insert("statusKey".into(), Value::from(key));
-        if let Some(text) = text {
-            fields.insert("statusText".into(), Value::from(text));
-        }
-        let frame = crate::host::ui::notice("setStatus", Value::Object(fields));
-        self.send(Outbound::Frame(frame));
+        self.send(Outbound::Show(crate::protocol::Show::Status { key, text }));
     }
 
     pub fn respond(&mut self, response: Response) {

@@ -79,6 +79,7 @@ impl SessionLoop {
                 bash: self.bash.clone(),
                 host: self.host.clone(),
                 schemes: self.state.schemes.clone(),
+                policy: self.tool_policy,
             };
             let tool = crate::hooks::tool::HookedTool::wrap(tool, self.hooks.clone());
             let handle = tools::spawn(
@@ -237,28 +238,11 @@ impl SessionLoop {
         message
     }
 
-    /// The todo list as a widget for hosts that show one (`setWidget`).
+    /// The todo list, for hosts that show one.
     pub fn show_todos(&mut self) {
-        let lines: Vec<String> = self
-            .state
-            .todos
-            .iter()
-            .flat_map(|p| {
-                std::iter::once(p.name.clone()).chain(p.tasks.iter().map(|t| {
-                    let mark = match t.status.as_str() {
-                        "completed" => "[x]",
-                        "in_progress" => "[>]",
-                        "abandoned" => "[-]",
-                        _ => "[ ]",
-                    };
-                    format!("  {mark} {}", t.content)
-                }))
-            })
-            .collect();
-        let frame = crate::host::ui::notice(
-            "setWidget",
-            serde_json::json!({"widgetKey": "gjc.todos", "widgetLines": lines}),
-        );
-        self.send(crate::protocol::Outbound::Frame(frame));
+        let todos = self.state.todos.clone();
+        self.send(crate::protocol::Outbound::Show(
+            crate::protocol::Show::Todos(todos),
+        ));
     }
 }

@@ -65,9 +65,19 @@ impl Tool for Edit {
             Ok(None) => {}
         }
         let path = resolve(&ctx.cwd, raw);
-        let (original, meta) = match read_original(&path, raw) {
-            Ok(r) => r,
-            Err(e) => return ToolOutput::error(e),
+        // Through the host only when it serves both: reading its buffer and then writing the
+        // disk under it would lose what the user has not saved.
+        let through_host = ctx.policy.host_reads && ctx.policy.host_writes;
+        let (original, meta) = if through_host {
+            match host_file(&path, raw, None, ctx) {
+                Ok(text) => (text.into_bytes(), None),
+                Err(e) => return ToolOutput::error(e),
+            }
+        } else {
+            match read_original(&path, raw) {
+                Ok((bytes, meta)) => (bytes, Some(meta)),
+                Err(e) => return ToolOutput::error(e),
+            }
         };
         let Ok(text) = String::from_utf8(original) else {
             return ToolOutput::error(format!("Cannot edit {raw}: it is not UTF-8 text"));
@@ -111,12 +121,16 @@ impl Tool for Edit {
                 "The edit of {raw} was aborted; the file is unchanged"
             ));
         }
-        // Through a symlink the target is replaced, and the link stays.
-        let written = files::write_target(&path).and_then(|target| {
-            files::replace_file(&target, format!("{bom}{restored}").as_bytes(), Some(&meta))
-        });
-        if let Err(e) = written {
-            return ToolOutput::error(format!("Cannot write {raw}: {}", io_reason(&e)));
+        let new_text = format!("{bom}{restored}");
+        if let Some(meta) = meta {
+            // Through a symlink the target is replaced, and the link stays.
+            let written = files::write_target(&path)
+                .and_then(|target| files::replace_file(&target, new_text.as_bytes(), Some(&meta)));
+            if let Err(e) = written {
+                return ToolOutput::error(format!("Cannot write {raw}: {}", io_reason(&e)));
+            }
+        } else if let Err(e) = host_file(&path, raw, Some(&new_text), ctx) {
+            return ToolOutput::error(e);
         }
         let n = edits.len();
         ToolOutput::text(format!(
@@ -176,6 +190,24 @@ fn apply(text: &str, edits: &[(String, String)], path: &str) -> Result<String, S
 
 /// Reads the file to edit: a regular file (a FIFO would block, a device never end) of at most
 /// `MAX_EDIT_BYTES`.
+/// Reads (`content` None) or writes a local file through the host.
+fn host_file(
+    path: &Path,
+    raw: &str,
+    content: Option<&str>,
+    ctx: &ToolContext,
+) -> Result<String, String> {
+    let host = ctx
+        .host
+        .as_ref()
+        .ok_or_else(|| format!("No host is attached to edit {raw}"))?;
+    let url = format!("file://{}", path.display());
+    let verb = if content.is_some() { "write" } else { "edit" };
+    crate::host::uri::request(host, &url, content, &|| ctx.is_cancelled())
+        .map(|reply| reply.content.unwrap_or_default())
+        .map_err(|e| format!("Cannot {verb} {raw}: {e}"))
+}
+
 fn read_original(path: &Path, raw: &str) -> Result<(Vec<u8>, std::fs::Metadata), String> {
     let (file, meta) = match files::open_regular(path) {
         Ok(f) => f,

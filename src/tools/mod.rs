@@ -8,6 +8,7 @@ pub mod edit;
 pub mod files;
 pub mod find;
 pub mod grep;
+pub mod guard;
 pub mod ls;
 pub mod paths;
 pub mod read;
@@ -36,6 +37,8 @@ pub struct ToolContext {
     /// The host broker and the host's URI schemes, when a host is attached (RPC mode).
     pub host: Option<HostHandle>,
     pub schemes: Arc<Vec<UriScheme>>,
+    /// What the host allows and serves (`guard.rs`); the default changes nothing.
+    pub policy: guard::ToolPolicy,
     updates: Box<dyn Fn(ToolOutput) + Send + Sync>,
     /// Reaches the gate broker (through the session); false when there is none.
     gates: Box<dyn Fn(crate::gates::GateRequest) -> bool + Send + Sync>,
@@ -48,6 +51,7 @@ pub struct Services {
     pub bash: BashHandle,
     pub host: HostHandle,
     pub schemes: Arc<Vec<UriScheme>>,
+    pub policy: guard::ToolPolicy,
 }
 
 impl ToolContext {
@@ -60,6 +64,7 @@ impl ToolContext {
             bash,
             host: None,
             schemes: Arc::default(),
+            policy: guard::ToolPolicy::default(),
             updates: Box::new(|_| {}),
             gates: Box::new(|_| false),
         }
@@ -320,6 +325,7 @@ pub fn spawn(
         bash: services.bash,
         host: Some(services.host),
         schemes: services.schemes,
+        policy: services.policy,
         updates: Box::new(move |mut partial| {
             crate::secrets::scrub_output(&mut partial);
             let _ = update_tx.send(ToolMsg {
@@ -344,7 +350,8 @@ pub fn spawn(
         .spawn(move || {
             let started = std::time::Instant::now();
             let mut output = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                tool.execute(&args, &ctx)
+                guard::refusal(tool.name(), &args, &ctx)
+                    .unwrap_or_else(|| tool.execute(&args, &ctx))
             }))
             .unwrap_or_else(|_| {
                 ToolOutput::error(format!("tool {} failed unexpectedly", tool.name()))
@@ -408,6 +415,7 @@ pub(crate) mod tests {
             bash: bash(),
             host: None,
             schemes: Arc::default(),
+            policy: guard::ToolPolicy::default(),
             updates: Box::new(|_| {}),
             gates: Box::new(|_| false),
         };

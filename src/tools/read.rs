@@ -3,6 +3,7 @@
 //! refused with a hint.
 
 use std::io::Read as _;
+use std::path::Path;
 
 use serde_json::{json, Value};
 
@@ -58,6 +59,13 @@ impl Tool for Read {
             Ok(None) => {}
         }
         let path = resolve(&ctx.cwd, raw);
+        let window = || Window {
+            offset: uint_arg(args, "offset").unwrap_or(1).max(1) as usize,
+            limit: uint_arg(args, "limit").map(|l| l as usize),
+        };
+        if ctx.policy.host_reads {
+            return read_through_host(&path, raw, window(), ctx);
+        }
         let (file, meta) = match files::open_regular(&path) {
             Ok(f) => f,
             Err(OpenError::Directory) => {
@@ -79,10 +87,51 @@ impl Tool for Read {
         if head[..head.len().min(BINARY_SNIFF)].contains(&0) {
             return ToolOutput::error(format!("{raw} is a binary file; it cannot be shown as text. Use bash (e.g. xxd or file) to inspect it."));
         }
-        let offset = uint_arg(args, "offset").unwrap_or(1).max(1) as usize;
-        let limit = uint_arg(args, "limit").map(|l| l as usize);
-        read_text(lines, raw, Window { offset, limit }, meta.len())
+        read_text(lines, raw, window(), meta.len())
     }
+}
+
+/// A local file the host serves (an editor's buffer, saved or not), windowed and capped as a
+/// file read from disk is.
+fn read_through_host(path: &Path, raw: &str, w: Window, ctx: &ToolContext) -> ToolOutput {
+    let Some(host) = &ctx.host else {
+        return ToolOutput::error(format!("No host is attached to read {raw}"));
+    };
+    let url = format!("file://{}", path.display());
+    let text = match crate::host::uri::request(host, &url, None, &|| ctx.is_cancelled()) {
+        Ok(reply) => reply.content.unwrap_or_default(),
+        Err(e) => return ToolOutput::error(format!("Cannot read {raw}: {e}")),
+    };
+    read_buffer(&text, raw, w)
+}
+
+fn read_buffer(text: &str, raw: &str, w: Window) -> ToolOutput {
+    let want = w.limit.unwrap_or(MAX_LINES).min(MAX_LINES);
+    let budget = MAX_BYTES - NOTE_ROOM;
+    let mut shown = Shown::default();
+    let mut total = 0usize;
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    if !text.is_empty() {
+        for line in body.split('\n') {
+            total += 1;
+            if total >= w.offset && shown.lines < want && !shown.full {
+                take_line(
+                    &mut shown,
+                    total,
+                    line.as_bytes(),
+                    line.len() as u64,
+                    budget,
+                );
+            }
+        }
+    }
+    if total > 0 && w.offset > total {
+        return ToolOutput::error(format!(
+            "Offset {} is beyond the end of {raw} ({total} lines)",
+            w.offset
+        ));
+    }
+    finish(shown, raw, &w, Some(total), text.len() as u64)
 }
 
 /// A host-owned URI: the host answers with the content.

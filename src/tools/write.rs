@@ -41,6 +41,9 @@ impl Tool for Write {
         match ctx.host_scheme(raw) {
             Err(e) => ToolOutput::error(e),
             Ok(Some(scheme)) => write_host(raw, content, scheme, ctx),
+            Ok(None) if ctx.policy.host_writes => {
+                write_through_host(&resolve(&ctx.cwd, raw), raw, content, ctx)
+            }
             Ok(None) => write_local(&resolve(&ctx.cwd, raw), raw, content),
         }
     }
@@ -63,6 +66,22 @@ fn write_host(raw: &str, content: &str, scheme: &UriScheme, ctx: &ToolContext) -
             content.len()
         ))
         .with_details(json!({"bytes": content.len(), "url": raw})),
+        Err(e) => ToolOutput::error(format!("Cannot write {raw}: {e}")),
+    }
+}
+
+/// A local file the host writes (an editor saves it through its buffer).
+fn write_through_host(path: &Path, raw: &str, content: &str, ctx: &ToolContext) -> ToolOutput {
+    let Some(host) = &ctx.host else {
+        return ToolOutput::error(format!("No host is attached to write {raw}"));
+    };
+    let url = format!("file://{}", path.display());
+    match crate::host::uri::request(host, &url, Some(content), &|| ctx.is_cancelled()) {
+        Ok(_) => ToolOutput::text(format!(
+            "Successfully wrote {} bytes to {raw}",
+            content.len()
+        ))
+        .with_details(json!({"bytes": content.len()})),
         Err(e) => ToolOutput::error(format!("Cannot write {raw}: {e}")),
     }
 }

@@ -221,7 +221,7 @@ impl LaneBytes {
     }
 }
 
-enum LineRead {
+pub(crate) enum LineRead {
     Line,
     Eof,
     /// The line was longer than the cap; its bytes were discarded as they arrived.
@@ -229,7 +229,7 @@ enum LineRead {
 }
 
 /// Reads one LF-terminated line into `line` (without the LF). A final line without LF counts.
-fn read_line(
+pub(crate) fn read_line(
     reader: &mut impl BufRead,
     line: &mut Vec<u8>,
     max: usize,
@@ -332,6 +332,7 @@ mod tests {
         match frame {
             CommandFrame::Command { id, .. } => id.unwrap().as_str().unwrap().to_string(),
             CommandFrame::Invalid(r) => panic!("unexpected invalid frame {r:?}"),
+            CommandFrame::Policy(p) => panic!("unexpected policy frame {p:?}"),
         }
     }
 

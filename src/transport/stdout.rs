@@ -116,6 +116,10 @@ impl<W: Write> Writer<W> {
             }
             Outbound::Response(r) => serde_json::to_writer(&mut self.buf, r)?,
             Outbound::Frame(f) => serde_json::to_writer(&mut self.buf, f)?,
+            Outbound::Show(show) => match crate::host::ui::render(show) {
+                Some(f) => serde_json::to_writer(&mut self.buf, &f)?,
+                None => return Ok(()),
+            },
             Outbound::Event(ev) => {
                 if !self.follow(ev) {
                     return Ok(());

@@ -1,0 +1,814 @@
+//! The `gjc-acp` thread: the ACP front end. It is the only writer of stdout in `--mode acp` and
+//! owns every piece of ACP state: the client's capabilities, the prompt turn in flight, the
+//! tool calls shown, and the JSON-RPC ids of the requests gjc sends to the client.
+//!
+//! It selects over two sources: the client's messages (from `gjc-acp-in`) and the output lane
+//! the session and the host broker write to, the same lane the RPC writer reads. Client requests
+//! become the session's ordinary commands, tagged with ids of the form `acp-N` so their
+//! responses find their way back; session events become `session/update` notifications; the
+//! host broker's callbacks (a confirmation before a tool runs, a file read or write served by
+//! the host) become `session/request_permission` and `fs/*` requests (`callbacks.rs`).
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use agent_client_protocol_schema::v1::{
+    AgentCapabilities, AuthenticateResponse, ClientCapabilities, ContentBlock,
+    EmbeddedResourceResource, Error, Implementation, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, LoadSessionResponse, McpCapabilities, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, RequestId,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
+    SessionMode, SessionModeState, SessionNotification, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, ToolCallStatus,
+};
+use agent_client_protocol_schema::ProtocolVersion;
+use crossbeam_channel::{never, select_biased, Receiver, Sender, TrySendError};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use super::reader::Incoming;
+use super::updates::{self, SessionUpdate};
+use super::wire::Wire;
+use crate::host::HostRequest;
+use crate::output::OutRx;
+use crate::protocol::message::AgentMessage;
+use crate::protocol::{AgentEvent, Command, Outbound, Response};
+use crate::session::{CommandFrame, ControlFrame};
+use crate::tools::guard::{Approval, ToolPolicy};
+
+/// The unsupported-protocol-version error code the ACP SDKs use.
+const UNSUPPORTED_VERSION: i32 = -32022;
+
+/// The modes a session offers (`session/set_mode`).
+const MODES: &[(&str, &str, &str)] = &[
+    (
+        "default",
+        "Default",
+        "Reads, edits and runs commands; asks as the permission setting says",
+    ),
+    (
+        "plan",
+        "Plan",
+        "Read-only: looks and plans; edits and commands that change things are refused",
+    ),
+];
+
+/// The permission setting (`session/set_config_option`, id `permissions`).
+const PERMISSIONS: &[(&str, &str, &str)] = &[
+    (
+        "ask",
+        "Ask",
+        "Ask before each edit and each command that may change something",
+    ),
+    (
+        "allow_edits",
+        "Allow edits",
+        "Edit files without asking; ask before commands",
+    ),
+    ("allow_all", "Allow all", "Never ask"),
+];
+
+/// What a session command's response is for.
+enum Waiting {
+    /// Nothing waits on it (a cancellation, a policy change).
+    Nobody,
+    /// The prompt's acceptance; its answer comes with `agent_end`.
+    Prompt,
+    /// `session/new`: `get_state` gives the session id.
+    NewSession(RequestId, bool),
+    /// `session/set_config_option` for the model: the chosen `provider/id`.
+    SetModel(RequestId, String),
+    /// `session/load`, step 1: the session's file among `list_sessions`.
+    LoadFind(RequestId, String),
+    /// Step 2: the switch to the session with this id.
+    LoadSwitch(RequestId, String),
+    /// Step 3: the messages to replay.
+    LoadReplay(RequestId),
+}
+
+/// The `session/prompt` in flight.
+struct Turn {
+    id: RequestId,
+    cancelled: bool,
+    /// The prompt command has been accepted by the session (its run has started).
+    accepted: bool,
+}
+
+/// A tool call as announced, for the updates that follow.
+pub(super) struct Shown {
+    pub args: Value,
+}
+
+pub struct Front<W: Write> {
+    pub(super) wire: Wire<W>,
+    control: Sender<ControlFrame>,
+    commands: Option<Sender<CommandFrame>>,
+    pub(super) host: Sender<HostRequest>,
+    pub(super) cwd: PathBuf,
+    pub(super) client: ClientCapabilities,
+    /// The session's id, as the client knows it.
+    pub(super) session: String,
+    /// A prompt or load has used the session gjc started with.
+    session_used: bool,
+    next_id: u64,
+    pub(super) next_client_id: i64,
+    /// The skills offered as slash commands.
+    skills: Vec<crate::prompt::Skill>,
+    waiting: HashMap<String, Waiting>,
+    turn: Option<Turn>,
+    pub(super) shown: HashMap<String, Shown>,
+    pub(super) outgoing: HashMap<RequestId, super::callbacks::Outgoing>,
+    /// Tools the user allowed for the rest of the session ("allow always").
+    pub(super) always: HashSet<String>,
+    mode: &'static str,
+    permissions: &'static str,
+    /// The models with a key (`provider/id`, name), and the one in use.
+    models: Vec<(String, String)>,
+    model: Option<String>,
+}
+
+/// The models the front end offers and the one the session starts with.
+pub struct Models {
+    pub available: Vec<(String, String)>,
+    pub current: Option<String>,
+}
+
+impl<W: Write> Front<W> {
+    /// The front end writing to `out`, and the output lane it is to read.
+    pub fn new(out: W, c: super::Connections) -> (Front<W>, OutRx) {
+        let front = Front {
+            wire: Wire::new(out),
+            control: c.control,
+            commands: Some(c.commands),
+            host: c.host,
+            cwd: c.cwd,
+            client: ClientCapabilities::default(),
+            session: c.session,
+            session_used: false,
+            next_id: 0,
+            next_client_id: 0,
+            skills: c.skills,
+            waiting: HashMap::new(),
+            turn: None,
+            shown: HashMap::new(),
+            outgoing: HashMap::new(),
+            always: HashSet::new(),
+            mode: "default",
+            permissions: "ask",
+            models: c.models.available,
+            model: c.models.current,
+        };
+        (front, c.frames)
+    }
+
+    /// Runs until the output lane closes (the session and the host broker have stopped) or
+    /// stdout fails.
+    pub fn run(mut self, incoming: Receiver<Incoming>, frames: OutRx) -> std::io::Result<()> {
+        let closed = never();
+        let mut open = true;
+        loop {
+            let inbound = if open { &incoming } else { &closed };
+            select_biased! {
+                recv(frames.receiver()) -> queued => {
+                    let Ok(queued) = queued else { break };
+                    let cost = queued.cost();
+                    let written = self.on_frame(queued.frame);
+                    frames.written(cost);
+                    written?;
+                }
+                recv(inbound) -> message => match message {
+                    Ok(Incoming::Closed) | Err(_) => {
+                        open = false;
+                        self.input_closed();
+                    }
+                    Ok(message) => self.on_incoming(message)?,
+                },
+            }
+            if frames.receiver().is_empty() {
+                self.wire.flush()?;
+            }
+        }
+        self.wire.flush()
+    }
+
+    /// Stdin EOF: the session answers what it was sent, then shuts down, as in RPC mode.
+    fn input_closed(&mut self) {
+        let _ = self.control.send(ControlFrame::InputClosed);
+        self.commands = None;
+    }
+
+    fn on_incoming(&mut self, message: Incoming) -> std::io::Result<()> {
+        match message {
+            Incoming::Request { id, method, params } => self.on_request(id, &method, params),
+            Incoming::Notification { method, params } => self.on_notification(&method, params),
+            Incoming::Response { id, result } => self.on_client_response(id, result),
+            Incoming::Invalid { id, error } => self.wire.respond::<()>(id, Err(error)),
+            Incoming::Closed => Ok(()),
+        }
+    }
+
+    fn on_request(&mut self, id: RequestId, method: &str, params: Value) -> std::io::Result<()> {
+        log::debug!("acp request {method} id {id}");
+        match method {
+            "initialize" => self.with(id, params, Self::initialize),
+            "authenticate" => self.wire.respond(id, Ok(AuthenticateResponse::new())),
+            "session/new" => self.with(id, params, Self::new_session),
+            "session/load" => self.with(id, params, Self::load_session),
+            "session/prompt" => self.with(id, params, Self::prompt),
+            "session/set_mode" => self.with(id, params, Self::set_mode),
+            "session/set_config_option" => self.with(id, params, Self::set_config_option),
+            other => self.wire.respond::<()>(
+                id,
+                Err(Error::method_not_found().data(format!("gjc does not serve {other}"))),
+            ),
+        }
+    }
+
+    /// Decodes the params and calls the handler, or answers invalid params naming the field.
+    fn with<T: DeserializeOwned>(
+        &mut self,
+        id: RequestId,
+        params: Value,
+        handler: fn(&mut Self, RequestId, T) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        match decode(params) {
+            Ok(p) => handler(self, id, p),
+            Err(e) => self.wire.respond::<()>(id, Err(e)),
+        }
+    }
+
+    fn on_notification(&mut self, method: &str, params: Value) -> std::io::Result<()> {
+        match method {
+            // A cancel for another session (one replaced since) has nothing to stop.
+            "session/cancel" if params["sessionId"].as_str() == Some(self.session.as_str()) => {
+                self.cancel()
+            }
+            // Requests are answered in order and fast; only a prompt runs long, and
+            // `session/cancel` is how a turn is stopped.
+            "$/cancel_request" => {}
+            other => log::debug!("ignoring notification {other}"),
+        }
+        Ok(())
+    }
+
+    fn initialize(&mut self, id: RequestId, p: InitializeRequest) -> std::io::Result<()> {
+        if p.protocol_version != ProtocolVersion::V1 {
+            let error = Error::new(UNSUPPORTED_VERSION, "Unsupported protocol version")
+                .data(json!({"requested": p.protocol_version, "supported": [ProtocolVersion::V1]}));
+            return self.wire.respond::<()>(id, Err(error));
+        }
+        self.client = p.client_capabilities;
+        let capabilities = AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
+            .mcp_capabilities(McpCapabilities::new());
+        let response = InitializeResponse::new(ProtocolVersion::V1)
+            .agent_capabilities(capabilities)
+            .auth_methods(Vec::new())
+            .agent_info(
+                Implementation::new("gjc", env!("CARGO_PKG_VERSION")).title("gjc".to_string()),
+            );
+        self.wire.respond(id, Ok(response))?;
+        self.send_policy();
+        Ok(())
+    }
+
+    fn new_session(&mut self, id: RequestId, p: NewSessionRequest) -> std::io::Result<()> {
+        if let Err(e) = self.check_cwd(&p.cwd) {
+            return self.wire.respond::<()>(id, Err(e));
+        }
+        if self.turn.is_some() {
+            return self.wire.respond::<()>(id, Err(busy()));
+        }
+        let mcp = !p.mcp_servers.is_empty();
+        // The session gjc started with serves the first `session/new`; later ones start afresh.
+        if self.session_used {
+            self.command("new_session", json!({}), Waiting::Nobody);
+        }
+        self.session_used = true;
+        self.command("get_state", json!({}), Waiting::NewSession(id, mcp));
+        Ok(())
+    }
+
+    fn load_session(&mut self, id: RequestId, p: LoadSessionRequest) -> std::io::Result<()> {
+        if let Err(e) = self.check_cwd(&p.cwd) {
+            return self.wire.respond::<()>(id, Err(e));
+        }
+        if self.turn.is_some() {
+            return self.wire.respond::<()>(id, Err(busy()));
+        }
+        self.session_used = true;
+        let wanted = p.session_id.0.to_string();
+        self.command("list_sessions", json!({}), Waiting::LoadFind(id, wanted));
+        Ok(())
+    }
+
+    /// gjc serves one project per process: the folder it was started in (`--cwd`).
+    fn check_cwd(&self, cwd: &Path) -> Result<(), Error> {
+        let same = std::fs::canonicalize(cwd).is_ok_and(|c| c == self.cwd);
+        if same {
+            Ok(())
+        } else {
+            Err(Error::invalid_params().data(format!(
+                "this gjc serves {}; start one per project (--cwd) for {}",
+                self.cwd.display(),
+                cwd.display()
+            )))
+        }
+    }
+
+    fn prompt(&mut self, id: RequestId, p: PromptRequest) -> std::io::Result<()> {
+        if *p.session_id.0 != *self.session {
+            return self
+                .wire
+                .respond::<()>(id, Err(Error::session_not_found(p.session_id)));
+        }
+        if self.turn.is_some() {
+            return self.wire.respond::<()>(id, Err(busy()));
+        }
+        let (message, images) = match prompt_text(&p.prompt) {
+            Ok((text, images)) => (super::commands::expand(&text, &self.skills), images),
+            Err(e) => return self.wire.respond::<()>(id, Err(e)),
+        };
+        self.session_used = true;
+        self.turn = Some(Turn {
+            id,
+            cancelled: false,
+            accepted: false,
+        });
+        self.command(
+            "prompt",
+            json!({"message": message, "images": images}),
+            Waiting::Prompt,
+        );
+        Ok(())
+    }
+
+    fn cancel(&mut self) {
+        let Some(turn) = &mut self.turn else { return };
+        turn.cancelled = true;
+        self.abort();
+    }
+
+    /// Aborts the run on the control lane, which overtakes every queued command.
+    fn abort(&mut self) {
+        let id = self.next_command_id();
+        self.waiting.insert(id.clone(), Waiting::Nobody);
+        let command = Command::decode("abort", json!({}));
+        if let Some(Ok(command)) = command {
+            let _ = self.control.send(ControlFrame::Command {
+                id: Some(Value::String(id)),
+                command,
+            });
+        }
+    }
+
+    fn set_mode(&mut self, id: RequestId, p: SetSessionModeRequest) -> std::io::Result<()> {
+        let Some(&(mode, _, _)) = MODES.iter().find(|(m, _, _)| *m == &*p.mode_id.0) else {
+            return self.wire.respond::<()>(
+                id,
+                Err(Error::invalid_params().data(format!("no mode {}", p.mode_id))),
+            );
+        };
+        self.mode = mode;
+        self.send_policy();
+        self.wire.respond(id, Ok(SetSessionModeResponse::new()))?;
+        self.update(SessionUpdate::CurrentModeUpdate(
+            agent_client_protocol_schema::v1::CurrentModeUpdate::new(mode),
+        ))
+    }
+
+    fn set_config_option(
+        &mut self,
+        id: RequestId,
+        p: SetSessionConfigOptionRequest,
+    ) -> std::io::Result<()> {
+        let value = match &p.value {
+            agent_client_protocol_schema::v1::SessionConfigOptionValue::ValueId { value } => {
+                value.0.to_string()
+            }
+            _ => String::new(),
+        };
+        let found = PERMISSIONS.iter().find(|(v, _, _)| *v == value);
+        match (&*p.config_id.0, found) {
+            ("permissions", Some(&(v, _, _))) => {
+                self.permissions = v;
+                self.send_policy();
+                let options = self.config_options();
+                self.wire
+                    .respond(id, Ok(SetSessionConfigOptionResponse::new(options)))
+            }
+            ("model", _) if self.models.iter().any(|(m, _)| *m == value) => {
+                if let Some((provider, model_id)) = value.split_once('/') {
+                    let fields = json!({"provider": provider, "modelId": model_id});
+                    let then = Waiting::SetModel(id, value.clone());
+                    self.command("set_model", fields, then);
+                }
+                Ok(())
+            }
+            _ => self.wire.respond::<()>(
+                id,
+                Err(Error::invalid_params()
+                    .data(format!("no option {} with value {value:?}", p.config_id))),
+            ),
+        }
+    }
+
+    fn modes(&self) -> SessionModeState {
+        let modes = MODES
+            .iter()
+            .map(|(id, name, description)| {
+                SessionMode::new(*id, *name).description(description.to_string())
+            })
+            .collect();
+        SessionModeState::new(self.mode, modes)
+    }
+
+    fn config_options(&self) -> Vec<SessionConfigOption> {
+        let values: Vec<SessionConfigSelectOption> = PERMISSIONS
+            .iter()
+            .map(|(id, name, description)| {
+                SessionConfigSelectOption::new(*id, *name).description(description.to_string())
+            })
+            .collect();
+        let permissions =
+            SessionConfigOption::select("permissions", "Permissions", self.permissions, values)
+                .category(SessionConfigOptionCategory::Other("_permissions".into()))
+                .description("When gjc asks before it edits or runs a command".to_string());
+        let Some(current) = &self.model else {
+            return vec![permissions];
+        };
+        let mut models: Vec<SessionConfigSelectOption> = self
+            .models
+            .iter()
+            .map(|(id, name)| SessionConfigSelectOption::new(id.clone(), name.clone()))
+            .collect();
+        if !self.models.iter().any(|(id, _)| id == current) {
+            models.insert(
+                0,
+                SessionConfigSelectOption::new(current.clone(), current.clone()),
+            );
+        }
+        let model = SessionConfigOption::select("model", "Model", current.clone(), models)
+            .category(SessionConfigOptionCategory::Model);
+        vec![model, permissions]
+    }
+
+    /// Tells the session which calls need approval, which are refused, and whether the editor
+    /// serves file reads and writes.
+    fn send_policy(&mut self) {
+        let approval = match self.permissions {
+            "allow_all" => Approval::Never,
+            "allow_edits" => Approval::Commands,
+            _ => Approval::EditsAndCommands,
+        };
+        let policy = ToolPolicy {
+            approval,
+            read_only: self.mode == "plan",
+            host_reads: self.client.fs.read_text_file,
+            host_writes: self.client.fs.write_text_file,
+        };
+        let Some(tx) = &self.commands else { return };
+        if tx.try_send(CommandFrame::Policy(policy)).is_err() {
+            log::warn!("the tool policy was not applied: the command lane is full or closed");
+        }
+    }
+
+    fn next_command_id(&mut self) -> String {
+        self.next_id += 1;
+        format!("acp-{}", self.next_id)
+    }
+
+    /// Sends a session command; its response comes back through `waiting`. Never blocks: with
+    /// the command lane full (the session behind on a flood of requests) the request fails.
+    fn command(&mut self, name: &str, fields: Value, then: Waiting) {
+        let id = self.next_command_id();
+        let command = match Command::decode(name, fields) {
+            Some(Ok(c)) => c,
+            other => {
+                log::error!("cannot build the {name} command: {other:?}");
+                return self.fail(then, Error::internal_error());
+            }
+        };
+        let Some(tx) = &self.commands else {
+            return self.fail(then, Error::internal_error().data("stdin closed"));
+        };
+        let frame = CommandFrame::Command {
+            id: Some(Value::String(id.clone())),
+            command,
+        };
+        match tx.try_send(frame) {
+            Ok(()) => {
+                self.waiting.insert(id, then);
+            }
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.fail(then, busy());
+            }
+        }
+    }
+
+    /// Answers the request behind `then` with an error.
+    fn fail(&mut self, then: Waiting, error: Error) {
+        let id = match then {
+            Waiting::Nobody => return,
+            Waiting::Prompt => match self.turn.take() {
+                Some(turn) => turn.id,
+                None => return,
+            },
+            Waiting::NewSession(id, _)
+            | Waiting::LoadFind(id, _)
+            | Waiting::LoadSwitch(id, _)
+            | Waiting::LoadReplay(id)
+            | Waiting::SetModel(id, _) => id,
+        };
+        if let Err(e) = self.wire.respond::<()>(id, Err(error)) {
+            log::info!("stdout closed: {e}");
+        }
+    }
+
+    fn on_frame(&mut self, frame: Outbound) -> std::io::Result<()> {
+        match frame {
+            Outbound::Ready => Ok(()),
+            Outbound::Response(r) => self.on_response(r),
+            Outbound::Event(event) => self.on_event(*event),
+            Outbound::Frame(frame) => self.on_callback(frame),
+            Outbound::Show(show) => match updates::show(&show) {
+                Some(update) => self.update(update),
+                None => Ok(()),
+            },
+        }
+    }
+
+    fn on_response(&mut self, r: Response) -> std::io::Result<()> {
+        let Some(then) =
+            r.id.as_ref()
+                .and_then(Value::as_str)
+                .and_then(|id| self.waiting.remove(id))
+        else {
+            return Ok(());
+        };
+        if !r.success {
+            let message = r.error.unwrap_or_else(|| "failed".into());
+            self.fail(then, Error::internal_error().data(message));
+            return Ok(());
+        }
+        let data: Value = r
+            .data
+            .as_ref()
+            .and_then(|d| serde_json::from_str(d.get()).ok())
+            .unwrap_or(Value::Null);
+        match then {
+            Waiting::Nobody => Ok(()),
+            Waiting::Prompt => {
+                let cancelled = self.turn.as_mut().map(|t| {
+                    t.accepted = true;
+                    t.cancelled
+                });
+                // A cancel that came while the prompt waited in the command lane found no run.
+                if cancelled == Some(true) {
+                    self.abort();
+                }
+                Ok(())
+            }
+            Waiting::NewSession(id, mcp) => self.session_created(id, &data, mcp),
+            Waiting::LoadFind(id, wanted) => self.load_found(id, &data, &wanted),
+            Waiting::LoadSwitch(id, session) => {
+                self.session = session;
+                self.command("get_messages", json!({}), Waiting::LoadReplay(id));
+                Ok(())
+            }
+            Waiting::LoadReplay(id) => self.replay(id, &data),
+            Waiting::SetModel(id, model) => {
+                self.model = Some(model);
+                let options = self.config_options();
+                self.wire
+                    .respond(id, Ok(SetSessionConfigOptionResponse::new(options)))
+            }
+        }
+    }
+
+    fn session_created(&mut self, id: RequestId, state: &Value, mcp: bool) -> std::io::Result<()> {
+        let Some(session) = state["sessionId"].as_str() else {
+            return self.wire.respond::<()>(id, Err(Error::internal_error()));
+        };
+        self.session = session.to_string();
+        self.shown.clear();
+        // "Always allow" holds for the session it was given in.
+        self.always.clear();
+        let response = NewSessionResponse::new(session.to_string())
+            .modes(self.modes())
+            .config_options(self.config_options());
+        self.wire.respond(id, Ok(response))?;
+        if mcp {
+            self.notice("gjc does not connect to MCP servers; the ones listed were not started")?;
+        }
+        self.available_commands()
+    }
+
+    fn load_found(&mut self, id: RequestId, list: &Value, wanted: &str) -> std::io::Result<()> {
+        let path = list["sessions"].as_array().and_then(|sessions| {
+            sessions
+                .iter()
+                .find(|s| s["id"].as_str() == Some(wanted))
+                .and_then(|s| s["path"].as_str())
+        });
+        match path {
+            Some(path) => {
+                let fields = json!({"sessionPath": path});
+                let then = Waiting::LoadSwitch(id, wanted.to_string());
+                self.command("switch_session", fields, then);
+                Ok(())
+            }
+            None => self
+                .wire
+                .respond::<()>(id, Err(Error::session_not_found(wanted.to_string()))),
+        }
+    }
+
+    /// Replays the loaded history as updates, then answers `session/load`.
+    fn replay(&mut self, id: RequestId, data: &Value) -> std::io::Result<()> {
+        let messages: Vec<AgentMessage> =
+            serde_json::from_value(data["messages"].clone()).unwrap_or_default();
+        self.shown.clear();
+        self.always.clear();
+        let mut calls = Vec::new();
+        let cwd = self.cwd.clone();
+        for message in &messages {
+            for update in updates::replay(message, &cwd, &mut calls) {
+                self.update(update)?;
+            }
+        }
+        let response = LoadSessionResponse::new()
+            .modes(self.modes())
+            .config_options(self.config_options());
+        self.wire.respond(id, Ok(response))?;
+        self.available_commands()
+    }
+
+    fn on_event(&mut self, event: AgentEvent) -> std::io::Result<()> {
+        match event {
+            AgentEvent::MessageUpdate {
+                assistant_message_event,
+                ..
+            } => match updates::delta(&assistant_message_event) {
+                Some(update) if self.turn.is_some() => self.update(update),
+                _ => Ok(()),
+            },
+            AgentEvent::ToolExecutionStart {
+                tool_call_id,
+                tool_name,
+                args,
+            } => {
+                let call = updates::tool_call(
+                    &tool_call_id,
+                    &tool_name,
+                    &args,
+                    &self.cwd,
+                    ToolCallStatus::Pending,
+                );
+                self.shown.insert(tool_call_id, Shown { args });
+                self.update(SessionUpdate::ToolCall(call))
+            }
+            AgentEvent::ToolExecutionUpdate {
+                tool_call_id,
+                partial_result,
+                ..
+            } => self.update(SessionUpdate::ToolCallUpdate(updates::progress(
+                &tool_call_id,
+                &partial_result,
+            ))),
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id,
+                tool_name,
+                result,
+                is_error,
+            } => {
+                let args = self
+                    .shown
+                    .remove(&tool_call_id)
+                    .map(|s| s.args)
+                    .unwrap_or(Value::Null);
+                let update = updates::result(
+                    &tool_call_id,
+                    &tool_name,
+                    &args,
+                    &self.cwd,
+                    &result,
+                    is_error,
+                );
+                self.update(SessionUpdate::ToolCallUpdate(update))
+            }
+            AgentEvent::AgentEnd {
+                messages,
+                outcome,
+                error_message,
+                ..
+            } => self.end_turn(&messages, outcome, error_message.as_deref()),
+            _ => Ok(()),
+        }
+    }
+
+    fn end_turn(
+        &mut self,
+        messages: &[AgentMessage],
+        outcome: crate::protocol::event::Outcome,
+        error: Option<&str>,
+    ) -> std::io::Result<()> {
+        let Some(turn) = self.turn.take() else {
+            return Ok(());
+        };
+        match updates::stop_reason(outcome, messages, turn.cancelled, error) {
+            Ok(reason) => self.wire.respond(turn.id, Ok(PromptResponse::new(reason))),
+            Err(message) => self
+                .wire
+                .respond::<()>(turn.id, Err(Error::internal_error().data(message))),
+        }
+    }
+
+    pub(super) fn update(&mut self, update: SessionUpdate) -> std::io::Result<()> {
+        let notification = SessionNotification::new(self.session.clone(), update);
+        self.wire.notify("session/update", notification)
+    }
+
+    /// Something the user should know that is not part of the conversation: a `notice` when the
+    /// client takes them, else the log.
+    fn notice(&mut self, text: &str) -> std::io::Result<()> {
+        let takes_notices = self
+            .client
+            .session
+            .as_ref()
+            .is_some_and(|s| s.notices.is_some());
+        if !takes_notices {
+            log::warn!("{text}");
+            return Ok(());
+        }
+        use agent_client_protocol_schema::v1::{Notice, NoticeSeverity};
+        self.update(SessionUpdate::Notice(Notice::new(
+            NoticeSeverity::Warning,
+            text,
+        )))
+    }
+
+    fn available_commands(&mut self) -> std::io::Result<()> {
+        let commands = super::commands::available(&self.skills);
+        self.update(SessionUpdate::AvailableCommandsUpdate(commands))
+    }
+
+    pub(super) fn session_id(&self) -> SessionId {
+        SessionId::new(self.session.as_str())
+    }
+}
+
+fn busy() -> Error {
+    Error::invalid_request().data("a prompt is running in this session; cancel it or wait")
+}
+
+/// Decodes a request's params; the error names the field.
+fn decode<T: DeserializeOwned>(params: Value) -> Result<T, Error> {
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        Error::invalid_params().data(format!("{path}: {}", e.into_inner()))
+    })
+}
+
+/// The prompt's text and images. Embedded resources are given to the model as tagged context,
+/// resource links as a mention of the resource.
+fn prompt_text(blocks: &[ContentBlock]) -> Result<(String, Vec<Value>), Error> {
+    let mut text = String::new();
+    let mut images = Vec::new();
+    for block in blocks {
+        match block {
+            ContentBlock::Text(t) => push_paragraph(&mut text, &t.text),
+            ContentBlock::Image(i) => {
+                images.push(json!({"type": "image", "data": i.data, "mimeType": i.mime_type}))
+            }
+            ContentBlock::ResourceLink(link) => {
+                push_paragraph(&mut text, &format!("@{}", link.uri));
+            }
+            ContentBlock::Resource(resource) => match &resource.resource {
+                EmbeddedResourceResource::TextResourceContents(r) => push_paragraph(
+                    &mut text,
+                    &format!("<context uri=\"{}\">\n{}\n</context>", r.uri, r.text),
+                ),
+                _ => {
+                    return Err(Error::invalid_params().data(
+                        "binary embedded resources are not supported; send text or an image",
+                    ))
+                }
+            },
+            _ => {
+                return Err(Error::invalid_params()
+                    .data("audio prompts are not supported (promptCapabilities.audio is false)"))
+            }
+        }
+    }
+    Ok((text, images))
+}
+
+fn push_paragraph(text: &mut String, part: &str) {
+    if !text.is_empty() {
+        text.push_str("\n\n");
+    }
+    text.push_str(part);
+}

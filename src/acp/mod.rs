@@ -1,0 +1,58 @@
+//! `--mode acp`: the Agent Client Protocol (JSON-RPC 2.0, one message per line on stdio) as a
+//! second front end beside RPC mode. The session, its tools, providers, session files and the
+//! host broker are the ones RPC mode runs; only the threads that own stdin and stdout differ:
+//!
+//! - `gjc-acp-in` (`reader.rs`) reads and sorts lines, as `gjc-stdin` does in RPC mode;
+//! - `gjc-acp` (`front.rs`) replaces `gjc-stdout`: it reads the same output lane, turns client
+//!   requests into session commands and session events into `session/update` notifications,
+//!   and serves the host broker's callbacks through the editor (`callbacks.rs`).
+//!
+//! Wire types come from the protocol's own schema crate (`agent-client-protocol-schema`).
+
+pub mod callbacks;
+pub mod commands;
+pub mod front;
+pub mod reader;
+pub mod updates;
+pub mod wire;
+
+use std::path::PathBuf;
+
+use crossbeam_channel::{bounded, Sender};
+
+use crate::host::HostRequest;
+use crate::output::OutRx;
+use crate::session::{CommandFrame, ControlFrame};
+
+/// Messages read ahead of the front end; past this the reader waits (backpressure on stdin).
+const INBOX: usize = 256;
+
+/// What the front end is connected to.
+pub struct Connections {
+    pub frames: OutRx,
+    pub control: Sender<ControlFrame>,
+    pub commands: Sender<CommandFrame>,
+    pub host: Sender<HostRequest>,
+    pub cwd: PathBuf,
+    /// The id of the session gjc starts with.
+    pub session: String,
+    pub skills: Vec<crate::prompt::Skill>,
+    pub models: front::Models,
+}
+
+/// Starts the reader (never joined, as in RPC mode: a read blocked on a live stdin cannot be
+/// interrupted) and returns the body of the front end thread, which the caller runs as the
+/// writer. The body returns the error that ended stdout, if any.
+pub fn start(c: Connections, max_line: usize) -> impl FnOnce() -> std::io::Result<()> + Send {
+    let (to_front, inbox) = bounded(INBOX);
+    let reader = std::thread::Builder::new()
+        .name("gjc-acp-in".into())
+        .spawn(move || reader::run(std::io::stdin().lock(), to_front, max_line));
+    if let Err(e) = reader {
+        log::error!("cannot start the ACP reader: {e}");
+    }
+    move || {
+        let (front, frames) = front::Front::new(std::io::stdout().lock(), c);
+        front.run(inbox, frames)
+    }
+}
