@@ -84,7 +84,7 @@ fn spawn(fake: &FakeProvider, compact: bool) -> Host {
                 let end = rest.iter().position(|b| *b == b'"').unwrap();
                 let n = std::str::from_utf8(&rest[..end]).unwrap().parse().unwrap();
                 let _ = tx.send(Line::State(n, Instant::now()));
-            } else if line.len() < 4096 && contains(&line, b"\"agent_end\"") {
+            } else if contains(&line[..line.len().min(256)], b"\"agent_end\"") {
                 let _ = tx.send(Line::End);
             }
         }
@@ -136,12 +136,14 @@ impl Host {
                 let id = 1_000 + sent.len() as u64 - 1;
                 self.send(&json!({"id": format!("gs{id}"), "type": "get_state"}));
             }
+            // Probes go out every 2 ms whatever arrives in between.
             let wait = if probe {
                 Duration::from_millis(2)
             } else {
                 WAIT
             };
-            while let Ok(line) = self.lines.recv_timeout(wait) {
+            let until = Instant::now() + wait;
+            while let Ok(line) = self.lines.recv_deadline(until) {
                 match line {
                     Line::State(k, at) if k >= 1_000 => {
                         lat.push(ms(at.duration_since(sent[(k - 1_000) as usize])));

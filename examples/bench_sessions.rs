@@ -22,10 +22,13 @@ use serde_json::json;
 
 /// Writes a session of `messages` alternating user and assistant messages the way gjc writes
 /// them (through its own session store); returns the file.
-fn generate(dir: &Path, messages: usize) -> PathBuf {
+fn generate(dir: &Path, messages: usize, words: usize) -> PathBuf {
     let mut store = Store::create(dir, &format!("bench{messages}"), Path::new("/tmp"), None);
     for i in 0..messages {
-        let text = format!("message {i}: {}", "lorem ipsum dolor sit amet ".repeat(8));
+        let text = format!(
+            "message {i}: {}",
+            "lorem ipsum dolor sit amet ".repeat(words)
+        );
         let message = if i % 2 == 0 {
             json!({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 0})
         } else {
@@ -136,7 +139,7 @@ fn cat(path: &Path) -> Duration {
 fn big() {
     let dir = tempfile::tempdir().unwrap();
     let size = 100_000;
-    let path = generate(dir.path(), size);
+    let path = generate(dir.path(), size, 22);
     let bytes = std::fs::metadata(&path).unwrap().len();
     let (mut idle_peak, mut idle_exit, mut peak, mut after, mut exit, mut switch) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
@@ -176,7 +179,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let mut idle = Vec::new();
     for size in [2_000usize, 20_000] {
-        let path = generate(dir.path(), size);
+        let path = generate(dir.path(), size, 8);
         let bytes = std::fs::metadata(&path).unwrap().len();
         let (mut switch, mut get, mut parse, mut rss) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());

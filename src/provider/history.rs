@@ -327,22 +327,27 @@ pub struct BodyReader {
 }
 
 impl Read for BodyReader {
+    /// Fills `buf` from as many segments as fit: the HTTP client sends what each read returns,
+    /// and one small send per piece would cost a system call per message.
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        loop {
+        let mut filled = 0;
+        while filled < buf.len() {
             if let Some(segment) = &self.current {
                 let rest = &segment.bytes()[self.at..];
                 if !rest.is_empty() {
-                    let n = rest.len().min(buf.len());
-                    buf[..n].copy_from_slice(&rest[..n]);
+                    let n = rest.len().min(buf.len() - filled);
+                    buf[filled..filled + n].copy_from_slice(&rest[..n]);
                     self.at += n;
-                    return Ok(n);
+                    filled += n;
+                    continue;
                 }
             }
             match self.segments.next() {
                 Some(next) => (self.current, self.at) = (Some(next), 0),
-                None => return Ok(0),
+                None => break,
             }
         }
+        Ok(filled)
     }
 }
 

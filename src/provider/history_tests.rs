@@ -111,8 +111,17 @@ fn request(model: &Model, messages: &[AgentMessage], history: Option<History>) -
 fn body(req: &ProviderRequest) -> Vec<u8> {
     let call = wire::build(req.model.api, req).0;
     let len = call.body.len();
-    let mut read = Vec::new();
-    call.body.into_reader().read_to_end(&mut read).unwrap();
+    let whole = call.body.to_vec();
+    // Read in small steps, so that reads end inside segments and span several.
+    let mut reader = call.body.into_reader();
+    let (mut read, mut buf) = (Vec::new(), [0u8; 7]);
+    loop {
+        match reader.read(&mut buf).unwrap() {
+            0 => break,
+            n => read.extend_from_slice(&buf[..n]),
+        }
+    }
+    assert_eq!(read, whole);
     assert_eq!(read.len(), len, "the declared length is the length written");
     read
 }
