@@ -1,7 +1,7 @@
 //! The default (reference-shape) frames, where every `message_update` carries the message so far,
 //! each figure beside compact frames in the same run:
-//! - `get_state` latency while a 10,000-delta reply streams (a `get_state` every 2 ms, from
-//!   writing the line to its response arriving), and the same with nothing streaming;
+//! - `get_state` latency while a 10,000-delta reply streams (a `get_state` every 2 ms over five
+//!   such turns, from writing the line to its response arriving), and with nothing streaming;
 //! - peak RSS of gjc over a 100,000-delta reply, the host reading everything, beside idle.
 //!
 //! The host reads raw lines on a thread and parses only its own responses.
@@ -183,9 +183,15 @@ fn get_state_during_stream(fake: &FakeProvider, n: usize) {
     for compact in [false, true] {
         let mut host = spawn(fake, compact);
         let mut idle: Vec<f64> = (1..=20).map(|i| host.get_state(i)).collect();
-        let (mut lat, wall) = host.stream(fake, n, true);
+        // Five turns, for enough probes.
+        let (mut lat, mut wall) = (Vec::new(), 0.0);
+        for _ in 0..5 {
+            let (l, w) = host.stream(fake, n, true);
+            lat.extend(l);
+            wall += w / 5.0;
+        }
         println!(
-            "  {:7}: median {:.3} ms, p90 {:.3} ms, max {:.3} ms ({} probes over a {:.0} ms turn); idle get_state median {:.3} ms",
+            "  {:7}: median {:.3} ms, p90 {:.3} ms, max {:.3} ms ({} probes over five turns of {:.0} ms); idle get_state median {:.3} ms",
             if compact { "compact" } else { "default" },
             median(&mut lat),
             percentile(&mut lat, 0.9),

@@ -15,7 +15,7 @@
 //! own work does not grow with the history.
 //!
 //! Run: `cargo build --release --bins --examples && target/release/examples/bench_turns`
-//! (`bench_turns 20 200` runs only those sizes).
+//! (`bench_turns 20 200` runs only those sizes; `no-usage` sends replies without usage).
 
 mod common;
 #[path = "../tests/support/fake_provider.rs"]
@@ -68,7 +68,15 @@ impl Figures {
     }
 }
 
+/// Whether replies report usage, as providers do (`no-usage` on the command line turns it off:
+/// each turn's context estimate then walks the whole history, having no reported figure to
+/// start from).
+static USAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+const USAGE_EVENT: &str = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":5,\"total_tokens\":15}}\n\n";
+
 fn queue_turns(fake: &FakeProvider, n: usize, kind: Kind) {
+    let usage = USAGE.load(std::sync::atomic::Ordering::Relaxed);
     for i in 0..n {
         let body = match kind {
             Kind::Bash => {
@@ -77,6 +85,10 @@ fn queue_turns(fake: &FakeProvider, n: usize, kind: Kind) {
             Kind::Host => {
                 openai_tool_call(&format!("c{i}"), "echo_host", &json!({"message": "hi"}))
             }
+        };
+        let body = match usage {
+            true => body.replace("data: [DONE]", &format!("{USAGE_EVENT}data: [DONE]")),
+            false => body,
         };
         fake.push(Reply::sse(body));
     }
@@ -296,6 +308,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("floor") {
         return floor_main(&args[1], args[2].parse().unwrap(), &args[3]);
+    }
+    if args.iter().any(|a| a == "no-usage") {
+        USAGE.store(false, std::sync::atomic::Ordering::Relaxed);
     }
     let mut sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     if sizes.is_empty() {
