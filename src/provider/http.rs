@@ -29,6 +29,7 @@ pub fn agent() -> ureq::Agent {
 pub fn run_stream(
     request: &ProviderRequest,
     agent: &ureq::Agent,
+    lease: &super::pool::Lease,
     cancel: &CancelFlag,
     sink: &EventSink,
 ) -> bool {
@@ -79,32 +80,47 @@ pub fn run_stream(
         http_error(builder, sink, cancel, response);
         return false;
     }
-    let reader = SseReader::with_limits(
+    let mut reader = SseReader::with_limits(
         BufReader::with_capacity(16 * 1024, response.into_body().into_reader()),
         SseLimits::from_env(),
     );
-    stream(builder, decoder, reader, request, started, cancel, sink)
+    let Some(message) = stream(
+        builder,
+        decoder,
+        &mut reader,
+        request,
+        started,
+        cancel,
+        sink,
+    ) else {
+        return false;
+    };
+    // The next turn's request may start as soon as the session has the message: it waits the
+    // moment it takes to read the end of this body, and gets this connection.
+    lease.finishing();
+    sink.send(ProviderEvent::Done(message)) && at_end(&mut reader)
 }
 
-/// Streams the response; `true` when it ended cleanly and its body was read to the end.
+/// Streams the response up to its terminal event: the finished message, or `None` when the
+/// stream failed (reported) or was abandoned.
 fn stream(
     mut builder: MessageBuilder,
     mut decoder: Box<dyn Decoder>,
-    mut reader: SseReader<impl std::io::BufRead>,
+    reader: &mut SseReader<impl std::io::BufRead>,
     request: &ProviderRequest,
     started: Instant,
     cancel: &CancelFlag,
     sink: &EventSink,
-) -> bool {
-    let outcome = drive(&mut builder, decoder.as_mut(), &mut reader, |b| {
+) -> Option<AssistantMessage> {
+    let outcome = drive(&mut builder, decoder.as_mut(), reader, |b| {
         forward(b, sink, started)
     });
     let stop = match outcome {
         Ok(Some(stop)) => stop,
-        Ok(None) => return false,
+        Ok(None) => return None,
         Err(StreamError { message, transient }) => {
             fail(builder, sink, cancel, message, None, transient, None);
-            return false;
+            return None;
         }
     };
     log::debug!(
@@ -117,7 +133,7 @@ fn stream(
     message.duration = Some(started.elapsed().as_millis() as u64);
     message.usage.finish_totals();
     price(&mut message.usage, &request.model.cost);
-    sink.send(ProviderEvent::Done(message)) && at_end(&mut reader)
+    Some(message)
 }
 
 /// Reads what follows the terminal event, up to a few events, and tells whether the body ended

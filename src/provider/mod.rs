@@ -145,26 +145,23 @@ pub fn start_stream(
     let cancelled = Arc::new(AtomicBool::new(false));
     let cancel = CancelFlag(cancelled.clone());
     let sink = EventSink { generation, tx };
-    let leased =
-        (request.model.api != Api::Scripted).then(|| pool::Lease::take(&request.model.base_url));
-    let lease = leased.as_ref().map(|(lease, _)| lease.clone());
+    let lease =
+        (request.model.api != Api::Scripted).then(|| pool::Lease::new(&request.model.base_url));
+    let worker_lease = lease.clone();
     log::debug!(
         "provider request {} for {}/{} (generation {generation})",
-        if leased.is_some() {
-            "starts"
-        } else {
-            "replays"
-        },
+        if lease.is_some() { "starts" } else { "replays" },
         request.model.provider,
         request.model.id
     );
     let spawned = std::thread::Builder::new()
         .name("gjc-provider".into())
-        .spawn(move || match leased {
-            Some((lease, agent)) => match http::run_stream(&request, &agent, &cancel, &sink) {
-                true => lease.release(),
-                false => lease.discard(),
-            },
+        .spawn(move || match worker_lease {
+            Some(lease) => {
+                let agent = lease.acquire();
+                let clean = http::run_stream(&request, &agent, &lease, &cancel, &sink);
+                lease.finish(clean);
+            }
             None => scripted::run_stream(&request, &cancel, &sink),
         });
     if let Err(e) = spawned {
