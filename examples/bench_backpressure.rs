@@ -77,17 +77,6 @@ fn start(bin: &Path, reading: bool) -> Host {
     Host { child, _home: home }
 }
 
-fn threads(pid: u32) -> Vec<String> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-                .map(|c| c.trim().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn abort_latency(bin: &Path, reading: bool) -> f64 {
     let mut host = start(bin, reading);
     let pid = host.child.id();

@@ -4,6 +4,9 @@
 //! byte of its response line; the host's own parse of that line is printed on its own, and so is
 //! `cat` moving the same bytes into the same host (the floor under any reader of those bytes).
 //!
+//! `bench_sessions big` instead switches to a 100,000-message session: peak RSS during the switch
+//! and the time from closing stdin to the process exiting afterwards, beside an idle gjc's.
+//!
 //! Run: `cargo build --release --bins --examples && target/release/examples/bench_sessions`
 
 mod common;
@@ -19,10 +22,13 @@ use serde_json::json;
 
 /// Writes a session of `messages` alternating user and assistant messages the way gjc writes
 /// them (through its own session store); returns the file.
-fn generate(dir: &Path, messages: usize) -> PathBuf {
+fn generate(dir: &Path, messages: usize, words: usize) -> PathBuf {
     let mut store = Store::create(dir, &format!("bench{messages}"), Path::new("/tmp"), None);
     for i in 0..messages {
-        let text = format!("message {i}: {}", "lorem ipsum dolor sit amet ".repeat(8));
+        let text = format!(
+            "message {i}: {}",
+            "lorem ipsum dolor sit amet ".repeat(words)
+        );
         let message = if i % 2 == 0 {
             json!({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 0})
         } else {
@@ -40,7 +46,7 @@ fn generate(dir: &Path, messages: usize) -> PathBuf {
 /// parsing it is the host's business and is timed separately.
 struct LineHost {
     child: std::process::Child,
-    stdin: std::process::ChildStdin,
+    stdin: Option<std::process::ChildStdin>,
     stdout: std::io::BufReader<std::process::ChildStdout>,
     next: u64,
 }
@@ -55,7 +61,7 @@ impl LineHost {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let stdin = child.stdin.take().unwrap();
+        let stdin = child.stdin.take();
         let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
         let mut host = LineHost {
             child,
@@ -81,14 +87,25 @@ impl LineHost {
         command["id"] = json!(id);
         let prefix = format!("{{\"id\":\"{id}\"");
         let started = Instant::now();
-        writeln!(self.stdin, "{command}").unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{command}").unwrap();
+        stdin.flush().unwrap();
         loop {
             let line = self.line();
             if line.starts_with(prefix.as_bytes()) {
                 return (started.elapsed(), line);
             }
         }
+    }
+}
+
+impl LineHost {
+    /// Closes stdin and waits for the process to exit: the time it took.
+    fn exit(&mut self) -> Duration {
+        let started = Instant::now();
+        drop(self.stdin.take());
+        self.child.wait().unwrap();
+        started.elapsed()
     }
 }
 
@@ -118,11 +135,51 @@ fn cat(path: &Path) -> Duration {
     took
 }
 
+/// Peak RSS of a switch to a 100,000-message session, and exit afterwards, beside idle gjc.
+fn big() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = 100_000;
+    let path = generate(dir.path(), size, 22);
+    let bytes = std::fs::metadata(&path).unwrap().len();
+    let (mut idle_peak, mut idle_exit, mut peak, mut after, mut exit, mut switch) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for _ in 0..3 {
+        let mut host = LineHost::spawn(dir.path(), &dir.path().join("new"));
+        host.request(json!({"type": "get_state"}));
+        idle_peak.push(status_kib(host.child.id(), "VmHWM").unwrap_or(0) as f64 / 1024.0);
+        idle_exit.push(ms(host.exit()));
+        let mut host = LineHost::spawn(dir.path(), &dir.path().join("new"));
+        let pid = host.child.id();
+        let (took, line) = host.request(json!({"type": "switch_session", "sessionPath": path}));
+        assert!(line.windows(14).any(|w| w == b"\"success\":true"));
+        switch.push(ms(took));
+        peak.push(status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0);
+        after.push(status_kib(pid, "VmRSS").unwrap_or(0) as f64 / 1024.0);
+        exit.push(ms(host.exit()));
+    }
+    println!(
+        "switch to {size} messages ({:.1} MB file), median of 3: switch {:.1} ms, peak RSS {:.1} MB, RSS after {:.1} MB, stdin EOF -> exit {:.1} ms",
+        bytes as f64 / 1e6,
+        median(&mut switch),
+        median(&mut peak),
+        median(&mut after),
+        median(&mut exit)
+    );
+    println!(
+        "  idle gjc in the same run: peak RSS {:.1} MB, stdin EOF -> exit {:.1} ms",
+        median(&mut idle_peak),
+        median(&mut idle_exit)
+    );
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("big") {
+        return big();
+    }
     let dir = tempfile::tempdir().unwrap();
     let mut idle = Vec::new();
     for size in [2_000usize, 20_000] {
-        let path = generate(dir.path(), size);
+        let path = generate(dir.path(), size, 8);
         let bytes = std::fs::metadata(&path).unwrap().len();
         let (mut switch, mut get, mut parse, mut rss) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::support::contract::Contract;
+use crate::support::procfs::{status_kib, threads};
 use crate::support::TIMEOUT;
 
 /// A scripted turn that streams `chars` characters two at a time and then stalls until aborted:
@@ -111,28 +112,6 @@ impl Drop for RawGjc {
     }
 }
 
-/// The names of gjc's threads, from /proc.
-fn threads(pid: u32) -> Vec<String> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-                .map(|c| c.trim().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn rss_kb(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     while !done() {
@@ -168,7 +147,7 @@ fn abort_acts_at_once_while_the_host_reads_nothing() {
     // Generous for a loaded CI machine; the benchmark measures the real figure.
     assert!(took < Duration::from_millis(500), "abort took {took:?}");
     // Memory stayed bounded while the host read nothing.
-    let peak_mb = rss_kb(pid, "VmHWM:") / 1024;
+    let peak_mb = status_kib(pid, "VmHWM").unwrap_or(0) / 1024;
     assert!(
         peak_mb < 64,
         "peak RSS {peak_mb} MB while stdout was blocked"

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::faults::{count, openai};
 use crate::support::fake_provider::{anthropic_text, openai_text};
+use crate::support::procfs::status_kib;
 use crate::support::{Chunk, FakeProvider, Reply, TIMEOUT};
 
 fn last_message_end(events: &[Value]) -> &Value {
@@ -22,17 +23,6 @@ fn last_message_end(events: &[Value]) -> &Value {
         .expect("a message_end")
 }
 
-/// `/proc/PID/status` field in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
-
-/// A `data:` line of `len` bytes that never ends, followed by a valid rest of the stream.
 fn giant_line(len: usize) -> Reply {
     Reply::sse_chunks(vec![
         Chunk::Bytes(b"data: ".to_vec()),
@@ -49,7 +39,7 @@ fn a_giant_sse_line_fails_the_stream_naming_the_limit_with_memory_bounded() {
     let pid = g.client.pid();
     // Peak before the stream: start-up plus the first request's buffers.
     g.ok(json!({"type": "get_state"}));
-    let idle_kib = status_kib(pid, "VmHWM");
+    let idle_kib = status_kib(pid, "VmHWM").expect("VmHWM");
     g.ok(json!({"type": "prompt", "message": "go"}));
     let events = g.run_events();
     let end = last_message_end(&events);
@@ -65,7 +55,7 @@ fn a_giant_sse_line_fails_the_stream_naming_the_limit_with_memory_bounded() {
         "an oversized line is not retried"
     );
     assert_eq!(count(&events, "agent_end"), 1);
-    let grown_mib = (status_kib(pid, "VmHWM") - idle_kib) / 1024;
+    let grown_mib = (status_kib(pid, "VmHWM").expect("VmHWM") - idle_kib) / 1024;
     // The 16 MiB line buffer (up to twice that while it doubles) and one copy of it: far less than
     // the 128 MiB the server sent.
     assert!(grown_mib < 64, "peak RSS grew by {grown_mib} MiB");

@@ -8,6 +8,8 @@ mod acp;
 mod backpressure;
 /// Compaction, manual and automatic.
 mod compaction;
+/// Model requests over kept-alive connections.
+mod connections;
 /// What the published client requires of every frame.
 mod contract;
 /// Documentation stays in step with the code.

@@ -61,6 +61,7 @@ fn request(provider: &str) -> ProviderRequest {
         api_key: None,
         system_prompt: String::new(),
         messages: Vec::new(),
+        history: None,
         tools: Vec::new(),
         thinking: "off",
         session_id: "s".into(),

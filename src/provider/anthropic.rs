@@ -4,8 +4,10 @@
 use serde_json::{json, Value};
 
 use super::builder::MessageBuilder;
+use super::catalog::Model;
+use super::history;
 use super::sse::SseEvent;
-use super::wire::{self, replay_history, same_model, HttpCall, StreamError};
+use super::wire::{self, same_model, HttpCall, StreamError};
 use super::ProviderRequest;
 use crate::protocol::message::{AgentMessage, Content, StopReason};
 
@@ -26,7 +28,6 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         "max_tokens": req.model.max_tokens,
         "stream": true,
         "system": [{"type": "text", "text": req.system_prompt, "cache_control": {"type": "ephemeral"}}],
-        "messages": messages(req),
     });
     if !req.tools.is_empty() {
         let mut tools: Vec<Value> = req
@@ -42,10 +43,11 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
     if let Some(budget) = budget(req.thinking) {
         body["thinking"] = json!({"type": "enabled", "budget_tokens": budget.min(req.model.max_tokens.saturating_sub(1024).max(1024))});
     }
+    let head = body.as_object().cloned().unwrap_or_default();
     HttpCall {
         url: format!("{}/messages", req.model.base_url),
         headers,
-        body,
+        body: history::assemble(&head, "messages", &[], &req.history()),
     }
 }
 
@@ -59,57 +61,43 @@ fn budget(level: &str) -> Option<u64> {
     }
 }
 
-fn messages(req: &ProviderRequest) -> Vec<Value> {
-    let mut out: Vec<Value> = Vec::new();
-    for message in replay_history(&req.messages) {
-        let (role, blocks) = match &message {
-            AgentMessage::Assistant(a) => {
-                let native = same_model(a, req);
-                (
-                    "assistant",
-                    a.content
-                        .iter()
-                        .filter_map(|c| assistant_block(c, native))
-                        .collect::<Vec<_>>(),
-                )
-            }
-            AgentMessage::ToolResult(r) => {
-                let content: Vec<Value> = r.content.iter().filter_map(user_block).collect();
-                let content = if content.is_empty() {
-                    vec![json!({"type":"text","text":"(no output)"})]
-                } else {
-                    content
-                };
-                (
-                    "user",
-                    vec![
-                        json!({"type": "tool_result", "tool_use_id": tool_id(&r.tool_call_id), "content": content, "is_error": r.is_error}),
-                    ],
-                )
-            }
-            other => (
-                "user",
-                wire::user_blocks(other)
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(user_block)
-                    .collect(),
-            ),
-        };
-        if blocks.is_empty() {
-            continue;
+/// One message of the (replayed) history as a role and its content blocks. Consecutive
+/// messages of one role are merged when the request is assembled (tool results of one turn
+/// share a user message), and the last block carries the cache breakpoint.
+pub fn encode_message(message: &AgentMessage, model: &Model) -> (&'static str, Vec<Value>) {
+    match message {
+        AgentMessage::Assistant(a) => {
+            let native = same_model(a, model);
+            let blocks = a
+                .content
+                .iter()
+                .filter_map(|c| assistant_block(c, native))
+                .collect();
+            ("assistant", blocks)
         }
-        // Consecutive same-role messages are merged: tool results of one turn share a user message.
-        wire::push_merged(&mut out, role, "content", blocks);
+        AgentMessage::ToolResult(r) => {
+            let content: Vec<Value> = r.content.iter().filter_map(user_block).collect();
+            let content = if content.is_empty() {
+                vec![json!({"type":"text","text":"(no output)"})]
+            } else {
+                content
+            };
+            (
+                "user",
+                vec![
+                    json!({"type": "tool_result", "tool_use_id": tool_id(&r.tool_call_id), "content": content, "is_error": r.is_error}),
+                ],
+            )
+        }
+        other => (
+            "user",
+            wire::user_blocks(other)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(user_block)
+                .collect(),
+        ),
     }
-    if let Some(block) = out
-        .last_mut()
-        .and_then(|m| m["content"].as_array_mut())
-        .and_then(|c| c.last_mut())
-    {
-        block["cache_control"] = json!({"type": "ephemeral"});
-    }
-    out
 }
 
 fn user_block(c: &Content) -> Option<Value> {

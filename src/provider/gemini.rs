@@ -5,8 +5,10 @@
 use serde_json::{json, Value};
 
 use super::builder::MessageBuilder;
+use super::catalog::Model;
+use super::history;
 use super::sse::SseEvent;
-use super::wire::{self, replay_history, same_model, HttpCall, StreamError};
+use super::wire::{self, same_model, HttpCall, StreamError};
 use super::ProviderRequest;
 use crate::protocol::message::{AgentMessage, Content, StopReason};
 
@@ -26,7 +28,6 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
     }
     let mut body = json!({
         "systemInstruction": {"parts": [{"text": req.system_prompt}]},
-        "contents": contents(req),
         "generationConfig": generation,
     });
     if !req.tools.is_empty() {
@@ -41,6 +42,8 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         "{}/models/{}:streamGenerateContent?alt=sse",
         req.model.base_url, req.model.id
     );
+    let head = body.as_object().cloned().unwrap_or_default();
+    let body = history::assemble(&head, "contents", &[], &req.history());
     HttpCall { url, headers, body }
 }
 
@@ -74,50 +77,44 @@ fn thinking_config(model: &str, level: &str) -> Value {
     }
 }
 
-fn contents(req: &ProviderRequest) -> Vec<Value> {
-    let mut out: Vec<Value> = Vec::new();
-    for message in replay_history(&req.messages) {
-        let (role, parts) = match &message {
-            AgentMessage::Assistant(a) => {
-                let native = same_model(a, req);
-                (
-                    "model",
-                    a.content
-                        .iter()
-                        .filter_map(|c| model_part(c, native))
-                        .collect::<Vec<_>>(),
-                )
-            }
-            AgentMessage::ToolResult(r) => {
-                let key = if r.is_error { "error" } else { "output" };
-                (
-                    "user",
-                    vec![
-                        json!({"functionResponse": {"name": r.tool_name, "response": {key: wire::result_text(r)}}}),
-                    ],
-                )
-            }
-            other => (
-                "user",
-                wire::user_blocks(other)
-                    .unwrap_or_default()
+/// One message of the (replayed) history as a role and its parts; consecutive messages of one
+/// role are merged when the request is assembled.
+pub fn encode_message(message: &AgentMessage, model: &Model) -> (&'static str, Vec<Value>) {
+    match message {
+        AgentMessage::Assistant(a) => {
+            let native = same_model(a, model);
+            (
+                "model",
+                a.content
                     .iter()
-                    .filter_map(|b| match b {
-                        Content::Text { text, .. } => Some(json!({"text": text})),
-                        Content::Image { data, mime_type } => {
-                            Some(json!({"inlineData": {"mimeType": mime_type, "data": data}}))
-                        }
-                        _ => None,
-                    })
-                    .collect(),
-            ),
-        };
-        if parts.is_empty() {
-            continue;
+                    .filter_map(|c| model_part(c, native))
+                    .collect::<Vec<_>>(),
+            )
         }
-        wire::push_merged(&mut out, role, "parts", parts);
+        AgentMessage::ToolResult(r) => {
+            let key = if r.is_error { "error" } else { "output" };
+            (
+                "user",
+                vec![
+                    json!({"functionResponse": {"name": r.tool_name, "response": {key: wire::result_text(r)}}}),
+                ],
+            )
+        }
+        other => (
+            "user",
+            wire::user_blocks(other)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|b| match b {
+                    Content::Text { text, .. } => Some(json!({"text": text})),
+                    Content::Image { data, mime_type } => {
+                        Some(json!({"inlineData": {"mimeType": mime_type, "data": data}}))
+                    }
+                    _ => None,
+                })
+                .collect(),
+        ),
     }
-    out
 }
 
 fn model_part(c: &Content, native: bool) -> Option<Value> {

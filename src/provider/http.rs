@@ -1,6 +1,7 @@
-//! The blocking HTTP side of a stream: one ureq `Agent` per request (so that `Agent::shutdown`
-//! interrupts exactly this stream), status and body mapped to a `ProviderFailure`, SSE events fed
-//! to the API's decoder, deltas forwarded to the session as they come.
+//! The blocking HTTP side of a stream: one ureq `Agent` per request at a time (so that
+//! `Agent::shutdown` interrupts exactly this stream; `pool.rs` hands a cleanly finished one to the
+//! next request), status and body mapped to a `ProviderFailure`, SSE events fed to the API's
+//! decoder, deltas forwarded to the session as they come.
 
 use std::io::BufReader;
 use std::time::{Duration, Instant, SystemTime};
@@ -23,12 +24,15 @@ pub fn agent() -> ureq::Agent {
     ureq::Agent::new_with_config(config)
 }
 
+/// Runs one streamed request. `true` when the stream ended cleanly with its body read to the
+/// end, so that its connection may be used again.
 pub fn run_stream(
     request: &ProviderRequest,
     agent: &ureq::Agent,
+    lease: &super::pool::Lease,
     cancel: &CancelFlag,
     sink: &EventSink,
-) {
+) -> bool {
     let model = &request.model;
     let builder = MessageBuilder::new(AssistantMessage::empty(
         model.api.as_str(),
@@ -37,34 +41,23 @@ pub fn run_stream(
     ));
     let (call, decoder) = wire::build(model.api, request);
     let started = Instant::now();
-    let body = match serde_json::to_vec(&call.body) {
-        Ok(b) => b,
-        Err(e) => {
-            return fail(
-                builder,
-                sink,
-                cancel,
-                format!("cannot encode request: {e}"),
-                None,
-                false,
-                None,
-            )
-        }
-    };
     log::debug!(
         "{}",
         request_line("POST", &call.url, &call.headers, &model.headers)
     );
+    // The body is written from its pieces; its length is known, so it is not chunked.
     let mut req = agent
         .post(&call.url)
-        .header("content-type", "application/json");
+        .header("content-type", "application/json")
+        .header("content-length", call.body.len().to_string());
     for (k, v) in &call.headers {
         req = req.header(k.as_str(), v.as_str());
     }
-    let response = match req.send(&body[..]) {
+    let body = ureq::SendBody::from_owned_reader(call.body.into_reader());
+    let response = match req.send(body) {
         Ok(r) => r,
         Err(e) => {
-            return fail(
+            fail(
                 builder,
                 sink,
                 cancel,
@@ -72,7 +65,8 @@ pub fn run_stream(
                 None,
                 true,
                 None,
-            )
+            );
+            return false;
         }
     };
     let status = response.status().as_u16();
@@ -83,33 +77,51 @@ pub fn run_stream(
         started.elapsed().as_millis()
     );
     if status != 200 {
-        return http_error(builder, sink, cancel, response);
+        http_error(builder, sink, cancel, response);
+        return false;
     }
-    let reader = SseReader::with_limits(
+    let mut reader = SseReader::with_limits(
         BufReader::with_capacity(16 * 1024, response.into_body().into_reader()),
         SseLimits::from_env(),
     );
-    stream(builder, decoder, reader, request, started, cancel, sink);
+    let Some(message) = stream(
+        builder,
+        decoder,
+        &mut reader,
+        request,
+        started,
+        cancel,
+        sink,
+    ) else {
+        return false;
+    };
+    // The next turn's request may start as soon as the session has the message: it waits the
+    // moment it takes to read the end of this body, and gets this connection.
+    lease.finishing();
+    sink.send(ProviderEvent::Done(message)) && at_end(&mut reader)
 }
 
+/// Streams the response up to its terminal event: the finished message, or `None` when the
+/// stream failed (reported) or was abandoned.
 fn stream(
     mut builder: MessageBuilder,
     mut decoder: Box<dyn Decoder>,
-    mut reader: SseReader<impl std::io::BufRead>,
+    reader: &mut SseReader<impl std::io::BufRead>,
     request: &ProviderRequest,
     started: Instant,
     cancel: &CancelFlag,
     sink: &EventSink,
-) {
+) -> Option<AssistantMessage> {
     let mut reported = 0;
-    let outcome = drive(&mut builder, decoder.as_mut(), &mut reader, |b| {
+    let outcome = drive(&mut builder, decoder.as_mut(), reader, |b| {
         forward(b, sink, started) && report_usage(b, &mut reported, request, sink)
     });
     let stop = match outcome {
         Ok(Some(stop)) => stop,
-        Ok(None) => return,
+        Ok(None) => return None,
         Err(StreamError { message, transient }) => {
-            return fail(builder, sink, cancel, message, None, transient, None)
+            fail(builder, sink, cancel, message, None, transient, None);
+            return None;
         }
     };
     log::debug!(
@@ -122,7 +134,22 @@ fn stream(
     message.duration = Some(started.elapsed().as_millis() as u64);
     message.usage.finish_totals();
     price(&mut message.usage, &request.model.cost);
-    sink.send(ProviderEvent::Done(message));
+    Some(message)
+}
+
+/// Reads what follows the terminal event, up to a few events, and tells whether the body ended
+/// there: only then is the connection in a state to carry another request. This runs after the
+/// message went to the session, so a server that keeps the body open delays nothing; the thread
+/// then waits until the server closes the connection, and the connection is not kept.
+fn at_end(reader: &mut SseReader<impl std::io::BufRead>) -> bool {
+    for _ in 0..4 {
+        match reader.next_event() {
+            Ok(None) => return true,
+            Ok(Some(_)) => {}
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 /// Feeds SSE events to the decoder until its terminal event or EOF. `progress` runs after each

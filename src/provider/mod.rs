@@ -2,7 +2,8 @@
 //! `gjc-provider` thread performs the request and sends `ProviderMsg`s back, tagged with the run
 //! generation so that events of an abandoned stream are recognised and dropped. The returned
 //! `StreamHandle` aborts the stream from the session thread: it shuts the HTTP connection down,
-//! which ends a read blocked in the worker at once.
+//! which ends a read blocked in the worker at once. A stream that ends cleanly leaves its
+//! connection for the next request to the same host (`pool.rs`).
 
 pub mod anthropic;
 pub mod builder;
@@ -12,11 +13,13 @@ pub mod compat;
 pub mod discovery;
 pub mod failure;
 pub mod gemini;
+pub mod history;
 pub mod http;
 pub mod logging;
 pub mod models_json;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod pool;
 pub mod scripted;
 pub mod sse;
 pub mod wire;
@@ -37,11 +40,24 @@ pub struct ProviderRequest {
     pub model: Model,
     pub api_key: Option<String>,
     pub system_prompt: String,
+    /// The context. Left empty when `history` is given (only the scripted provider reads it then).
     pub messages: Vec<AgentMessage>,
+    /// `messages` already encoded for the model's API, from the session's cache.
+    pub history: Option<history::History>,
     pub tools: Vec<ToolSpec>,
     pub thinking: &'static str,
     pub session_id: String,
     pub scripted: Option<Arc<scripted::Script>>,
+}
+
+impl ProviderRequest {
+    /// The encoded history: the one given, else `messages` encoded now.
+    pub fn history(&self) -> history::History {
+        match &self.history {
+            Some(h) => h.clone(),
+            None => history::History::fresh(&self.model, &self.messages),
+        }
+    }
 }
 
 /// A tool as the model sees it.
@@ -83,14 +99,14 @@ pub struct ProviderFailure {
 /// Cancels one stream. Dropping it does not cancel; the session calls `abort` explicitly.
 pub struct StreamHandle {
     cancelled: Arc<AtomicBool>,
-    agent: Option<ureq::Agent>,
+    lease: Option<pool::Lease>,
 }
 
 impl StreamHandle {
     pub fn abort(&self) {
         self.cancelled.store(true, Ordering::SeqCst);
-        if let Some(agent) = &self.agent {
-            agent.clone().shutdown();
+        if let Some(lease) = &self.lease {
+            lease.abort();
         }
     }
 }
@@ -132,22 +148,27 @@ pub fn start_stream(
     let cancelled = Arc::new(AtomicBool::new(false));
     let cancel = CancelFlag(cancelled.clone());
     let sink = EventSink { generation, tx };
-    let agent = (request.model.api != Api::Scripted).then(http::agent);
-    let worker_agent = agent.clone();
+    let lease =
+        (request.model.api != Api::Scripted).then(|| pool::Lease::new(&request.model.base_url));
+    let worker_lease = lease.clone();
     log::debug!(
         "provider request {} for {}/{} (generation {generation})",
-        if agent.is_some() { "starts" } else { "replays" },
+        if lease.is_some() { "starts" } else { "replays" },
         request.model.provider,
         request.model.id
     );
     let spawned = std::thread::Builder::new()
         .name("gjc-provider".into())
-        .spawn(move || match worker_agent {
-            Some(agent) => http::run_stream(&request, &agent, &cancel, &sink),
+        .spawn(move || match worker_lease {
+            Some(lease) => {
+                let agent = lease.acquire();
+                let clean = http::run_stream(&request, &agent, &lease, &cancel, &sink);
+                lease.finish(clean);
+            }
             None => scripted::run_stream(&request, &cancel, &sink),
         });
     if let Err(e) = spawned {
         log::error!("cannot start provider thread: {e}");
     }
-    StreamHandle { cancelled, agent }
+    StreamHandle { cancelled, lease }
 }

@@ -6,9 +6,11 @@
 use serde_json::{json, Value};
 
 use super::builder::MessageBuilder;
+use super::catalog::Model;
 use super::compat::ChatCompat;
+use super::history::{self, History};
 use super::sse::SseEvent;
-use super::wire::{self, replay_history, same_model, HttpCall, StreamError};
+use super::wire::{self, same_model, HttpCall, StreamError};
 use super::ProviderRequest;
 use crate::protocol::message::{AgentMessage, Content, StopReason};
 
@@ -20,22 +22,17 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
     } else {
         "system"
     };
-    let mut messages = vec![json!({"role": system_role, "content": req.system_prompt})];
-    messages.extend(history(req));
+    let system = json!({"role": system_role, "content": req.system_prompt});
+    let history = req.history();
     let mut body = json!({
         "model": req.model.id,
         "stream": true,
-        "messages": messages,
     });
     if compat.usage_in_streaming {
         body["stream_options"] = json!({"include_usage": true});
     }
     body[compat.max_tokens_field] = json!(req.model.max_tokens);
-    let has_tool_history = req
-        .messages
-        .iter()
-        .any(|m| matches!(m, AgentMessage::ToolResult(_)));
-    if !req.tools.is_empty() || has_tool_history {
+    if !req.tools.is_empty() || history.has_tool_results {
         body["tools"] = req
             .tools
             .iter()
@@ -58,28 +55,34 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
     HttpCall {
         url: format!("{}/chat/completions", req.model.base_url),
         headers: wire::bearer(req),
-        body,
+        body: assemble(&body, &system, &history),
     }
 }
 
-fn history(req: &ProviderRequest) -> Vec<Value> {
-    let mut out = Vec::new();
-    for message in replay_history(&req.messages) {
-        match &message {
-            AgentMessage::Assistant(a) => {
-                let text = a.text();
-                let calls: Vec<Value> = a
-                    .tool_calls()
-                    .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments.to_string()}}))
-                    .collect();
-                if text.is_empty() && calls.is_empty() {
-                    continue;
-                }
-                let mut m = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
-                if !calls.is_empty() {
-                    m["tool_calls"] = Value::Array(calls);
-                }
-                // DeepSeek's thinking mode wants the reasoning of tool-calling turns sent back.
+fn assemble(body: &Value, system: &Value, history: &History) -> history::Body {
+    let head = body.as_object().cloned().unwrap_or_default();
+    history::assemble(&head, "messages", std::slice::from_ref(system), history)
+}
+
+/// One message of the (replayed) history as Chat Completions messages (none for an assistant
+/// turn with neither text nor calls).
+pub fn encode_message(message: &AgentMessage, model: &Model) -> (&'static str, Vec<Value>) {
+    let encoded = match message {
+        AgentMessage::Assistant(a) => {
+            let text = a.text();
+            let calls: Vec<Value> = a
+                .tool_calls()
+                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments.to_string()}}))
+                .collect();
+            if text.is_empty() && calls.is_empty() {
+                return ("assistant", Vec::new());
+            }
+            let mut m = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
+            if !calls.is_empty() {
+                m["tool_calls"] = Value::Array(calls);
+            }
+            // DeepSeek's thinking mode wants the reasoning of tool-calling turns sent back.
+            if same_model(a, model) && model.reasoning && model.provider != "openai" {
                 let reasoning: String = a
                     .content
                     .iter()
@@ -88,21 +91,19 @@ fn history(req: &ProviderRequest) -> Vec<Value> {
                         _ => None,
                     })
                     .collect();
-                if same_model(a, req) && req.model.reasoning && req.model.provider != "openai" {
-                    m["reasoning_content"] = json!(reasoning);
-                }
-                out.push(m);
+                m["reasoning_content"] = json!(reasoning);
             }
-            AgentMessage::ToolResult(r) => {
-                out.push(json!({"role": "tool", "tool_call_id": r.tool_call_id, "content": wire::result_text(r)}));
-            }
-            other => {
-                let blocks = wire::user_blocks(other).unwrap_or_default();
-                out.push(json!({"role": "user", "content": user_content(&blocks)}));
-            }
+            m
         }
-    }
-    out
+        AgentMessage::ToolResult(r) => {
+            json!({"role": "tool", "tool_call_id": r.tool_call_id, "content": wire::result_text(r)})
+        }
+        other => {
+            let blocks = wire::user_blocks(other).unwrap_or_default();
+            json!({"role": "user", "content": user_content(&blocks)})
+        }
+    };
+    ("", vec![encoded])
 }
 
 /// Plain text as a string (the most compatible form); with images, an array of parts.

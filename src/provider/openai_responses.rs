@@ -4,8 +4,10 @@
 use serde_json::{json, Value};
 
 use super::builder::MessageBuilder;
+use super::catalog::Model;
+use super::history;
 use super::sse::SseEvent;
-use super::wire::{self, replay_history, same_model, HttpCall, StreamError};
+use super::wire::{self, same_model, HttpCall, StreamError};
 use super::ProviderRequest;
 use crate::protocol::message::{AgentMessage, Content, StopReason};
 
@@ -15,7 +17,6 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         "stream": true,
         "store": false,
         "instructions": req.system_prompt,
-        "input": input(req),
         "max_output_tokens": req.model.max_tokens,
         "prompt_cache_key": req.session_id,
     });
@@ -34,46 +35,46 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         }
         body["include"] = json!(["reasoning.encrypted_content"]);
     }
+    let head = body.as_object().cloned().unwrap_or_default();
     HttpCall {
         url: format!("{}/responses", req.model.base_url),
         headers: wire::bearer(req),
-        body,
+        body: history::assemble(&head, "input", &[], &req.history()),
     }
 }
 
-fn input(req: &ProviderRequest) -> Vec<Value> {
-    let mut out = Vec::new();
-    for message in replay_history(&req.messages) {
-        match &message {
-            AgentMessage::Assistant(a) => {
-                let native = same_model(a, req);
-                for c in &a.content {
-                    if let Some(item) = assistant_item(c, native) {
-                        out.push(item);
-                    }
-                }
-            }
-            AgentMessage::ToolResult(r) => {
-                let call_id = r.tool_call_id.split('|').next().unwrap_or(&r.tool_call_id);
-                out.push(json!({"type": "function_call_output", "call_id": call_id, "output": wire::result_text(r)}));
-            }
-            other => {
-                let content: Vec<Value> = wire::user_blocks(other)
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(|b| match b {
-                        Content::Text { text, .. } => Some(json!({"type": "input_text", "text": text})),
-                        Content::Image { data, mime_type } => {
-                            Some(json!({"type": "input_image", "image_url": format!("data:{mime_type};base64,{data}"), "detail": "auto"}))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                out.push(json!({"role": "user", "content": content}));
-            }
+/// One message of the (replayed) history as Responses input items.
+pub fn encode_message(message: &AgentMessage, model: &Model) -> (&'static str, Vec<Value>) {
+    let items = match message {
+        AgentMessage::Assistant(a) => {
+            let native = same_model(a, model);
+            a.content
+                .iter()
+                .filter_map(|c| assistant_item(c, native))
+                .collect()
         }
-    }
-    out
+        AgentMessage::ToolResult(r) => {
+            let call_id = r.tool_call_id.split('|').next().unwrap_or(&r.tool_call_id);
+            vec![
+                json!({"type": "function_call_output", "call_id": call_id, "output": wire::result_text(r)}),
+            ]
+        }
+        other => {
+            let content: Vec<Value> = wire::user_blocks(other)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|b| match b {
+                    Content::Text { text, .. } => Some(json!({"type": "input_text", "text": text})),
+                    Content::Image { data, mime_type } => {
+                        Some(json!({"type": "input_image", "image_url": format!("data:{mime_type};base64,{data}"), "detail": "auto"}))
+                    }
+                    _ => None,
+                })
+                .collect();
+            vec![json!({"role": "user", "content": content})]
+        }
+    };
+    ("", items)
 }
 
 fn assistant_item(c: &Content, native: bool) -> Option<Value> {

@@ -12,7 +12,7 @@ use crate::protocol::message::StopReason;
 pub struct HttpCall {
     pub url: String,
     pub headers: Vec<(String, String)>,
-    pub body: Value,
+    pub body: super::history::Body,
 }
 
 /// A stream-level failure after HTTP 200 (an `error` event, a truncated stream).
@@ -94,63 +94,27 @@ pub fn u64_at(v: &Value, key: &str) -> Option<u64> {
     v.get(key).and_then(Value::as_u64)
 }
 
+use super::history::Replay;
 use crate::protocol::message::{AgentMessage, AssistantMessage, Content, ToolResultMessage};
 
-/// The history as every provider may see it: assistant messages that ended in `error` or
-/// `aborted` are dropped (replaying half a reasoning item or tool call is rejected), and a tool
-/// call left without a result gets a synthetic error result right after its message.
+/// The history as every provider may see it (see [`Replay`]), all at once.
 pub fn replay_history(messages: &[AgentMessage]) -> Vec<AgentMessage> {
-    let mut out: Vec<AgentMessage> = Vec::with_capacity(messages.len());
-    let mut open_calls: Vec<(String, String)> = Vec::new();
-    let close_open = |out: &mut Vec<AgentMessage>, open: &mut Vec<(String, String)>| {
-        for (id, name) in open.drain(..) {
-            out.push(AgentMessage::ToolResult(ToolResultMessage {
-                tool_call_id: id,
-                tool_name: name,
-                content: vec![Content::text("No result provided")],
-                details: None,
-                is_error: true,
-                timestamp: 0,
-            }));
-        }
-    };
+    let mut replay = Replay::default();
+    let mut out = Vec::with_capacity(messages.len());
     for message in messages {
-        match message {
-            AgentMessage::Assistant(a)
-                if matches!(a.stop_reason, StopReason::Error | StopReason::Aborted) =>
-            {
-                continue
-            }
-            AgentMessage::Assistant(a) => {
-                close_open(&mut out, &mut open_calls);
-                open_calls = a
-                    .tool_calls()
-                    .map(|c| (c.id.clone(), c.name.clone()))
-                    .collect();
-                out.push(message.clone());
-            }
-            AgentMessage::ToolResult(r) => {
-                if let Some(pos) = open_calls.iter().position(|(id, _)| *id == r.tool_call_id) {
-                    open_calls.remove(pos);
-                    out.push(message.clone());
-                }
-            }
-            _ => {
-                close_open(&mut out, &mut open_calls);
-                out.push(message.clone());
-            }
-        }
+        replay.feed(message, &mut out);
     }
-    close_open(&mut out, &mut open_calls);
+    let mut out: Vec<AgentMessage> = out.into_iter().map(std::borrow::Cow::into_owned).collect();
+    out.extend(replay.closing());
     out
 }
 
 /// Whether an assistant message came from the model being called now (signatures and reasoning
 /// items are only valid there).
-pub fn same_model(message: &AssistantMessage, request: &ProviderRequest) -> bool {
-    message.provider == request.model.provider
-        && message.model == request.model.id
-        && message.api == request.model.api.as_str()
+pub fn same_model(message: &AssistantMessage, model: &super::catalog::Model) -> bool {
+    message.provider == model.provider
+        && message.model == model.id
+        && message.api == model.api.as_str()
 }
 
 /// The text a model sees for a tool result (text blocks joined).
@@ -181,21 +145,6 @@ pub fn user_blocks(message: &AgentMessage) -> Option<Vec<Content>> {
         ))]),
         _ => None,
     }
-}
-
-/// Appends `items` to the last message when it has the same role, else starts a new message
-/// `{role, <field>: items}` (providers that want strictly alternating roles).
-pub fn push_merged(out: &mut Vec<Value>, role: &str, field: &str, items: Vec<Value>) {
-    if let Some(last) = out.last_mut().filter(|m| m["role"] == role) {
-        if let Some(arr) = last[field].as_array_mut() {
-            arr.extend(items);
-            return;
-        }
-    }
-    let mut message = serde_json::Map::new();
-    message.insert("role".into(), Value::String(role.into()));
-    message.insert(field.into(), Value::Array(items));
-    out.push(Value::Object(message));
 }
 
 /// Bearer authorization when a key is set (local servers may need none).

@@ -398,7 +398,7 @@ impl SessionLoop {
             .name
             .clone()
             .unwrap_or_else(|| format!("gjc session {}", self.state.id));
-        let messages = self.state.messages.messages().map_err(ErrorValue::from)?;
+        let messages = self.state.messages.parsed().map_err(ErrorValue::from)?;
         let html = crate::export_html::render(&title, &self.state.id, messages);
         if let Some(dir) = target.parent() {
             std::fs::create_dir_all(dir)

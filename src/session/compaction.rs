@@ -163,14 +163,14 @@ impl SessionLoop {
             return Err("Already compacted".into());
         }
         let (model, api_key) = self.state.credentials()?;
-        let cut = cut_point(self.state.messages.messages()?, keep_tokens())
+        let cut = cut_point(self.state.messages.parsed()?, keep_tokens())
             .ok_or("Nothing to compact (session too small)")?;
         let tokens_before = self
             .state
             .context_usage()
             .and_then(|u| u.tokens)
             .unwrap_or(0);
-        let prompt = summary_prompt(&self.state.messages.messages()?[..cut], custom);
+        let prompt = summary_prompt(&self.state.messages.parsed()?[..cut], custom);
         self.before_compact_hooks(match origin {
             Origin::Manual(_) => "manual",
             Origin::Threshold => "threshold",
@@ -181,6 +181,7 @@ impl SessionLoop {
             api_key,
             system_prompt: SYSTEM.into(),
             messages: vec![AgentMessage::User(UserMessage::new(&prompt, &[]))],
+            history: None,
             tools: Vec::new(),
             thinking: "off",
             session_id: self.state.id.clone(),

@@ -13,6 +13,8 @@ use serde_json::value::RawValue;
 use super::store::EntryId;
 use crate::protocol::message::AgentMessage;
 use crate::protocol::Data;
+use crate::provider::catalog::Model;
+use crate::provider::history::{History, HistoryCache};
 
 /// Where a message's JSON sits in the session file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +77,9 @@ pub struct Context {
     stored: Option<Stored>,
     /// The session-file entry id of each message (compaction cuts at one).
     ids: Vec<Option<EntryId>>,
+    /// The messages encoded for the last model request; dropped whenever the messages may change
+    /// other than by appending.
+    history: HistoryCache,
 }
 
 impl Context {
@@ -84,6 +89,7 @@ impl Context {
             parsed,
             stored: None,
             ids,
+            history: HistoryCache::default(),
         }
     }
 
@@ -104,6 +110,7 @@ impl Context {
                 checked,
             }),
             ids,
+            history: HistoryCache::default(),
         }
     }
 
@@ -127,10 +134,31 @@ impl Context {
         self.ids.push(id);
     }
 
-    /// The messages, parsed now if they were still in the file. A stored message that no longer
-    /// parses (the file was damaged after loading) is dropped with a warning, as the loader
-    /// would have done; an unreadable file is an error and leaves the context as it was.
+    /// The messages, parsed now if they were still in the file, to change them. A stored
+    /// message that no longer parses (the file was damaged after loading) is dropped with a
+    /// warning, as the loader would have done; an unreadable file is an error and leaves the
+    /// context as it was.
     pub fn messages(&mut self) -> Result<&mut Vec<AgentMessage>, String> {
+        self.parse_stored()?;
+        self.history = HistoryCache::default();
+        Ok(&mut self.parsed)
+    }
+
+    /// The messages, parsed now if they were still in the file (see [`Context::messages`]), to
+    /// read them.
+    pub fn parsed(&mut self) -> Result<&[AgentMessage], String> {
+        self.parse_stored()?;
+        Ok(&self.parsed)
+    }
+
+    /// The messages encoded for `model`'s API: only the ones appended since the last request
+    /// (to the same model) are encoded now.
+    pub fn encoded_history(&mut self, model: &Model) -> Result<History, String> {
+        self.parse_stored()?;
+        Ok(self.history.encode(model, &self.parsed))
+    }
+
+    fn parse_stored(&mut self) -> Result<(), String> {
         if let Some(stored) = &self.stored {
             let mut window = Window::new(&stored.file);
             let mut parsed = Vec::with_capacity(stored.items.len());
@@ -148,7 +176,7 @@ impl Context {
             (self.parsed, self.ids, self.stored) = (parsed, ids, None);
             crate::memory::release_free_pages();
         }
-        Ok(&mut self.parsed)
+        Ok(())
     }
 
     /// The messages and their entry ids, parsed (see [`Context::messages`]).
@@ -461,5 +489,27 @@ mod tests {
         writer.set_modified(std::time::SystemTime::now()).unwrap();
         let err = ctx.to_json().unwrap_err();
         assert!(err.contains("changed on disk"), "{err}");
+    }
+
+    #[test]
+    fn the_encoded_history_is_kept_while_appending_and_dropped_on_any_other_change() {
+        use crate::provider::catalog::Api;
+        use crate::provider::history::test_model;
+        let model = test_model(Api::OpenAiCompletions, "m");
+        let mut ctx = Context::from_messages(vec![user("one"), user("two")], vec![None, None]);
+        let first = ctx.encoded_history(&model).unwrap();
+        ctx.push(user("three"), None);
+        let grown = ctx.encoded_history(&model).unwrap();
+        assert!(grown.shares_piece(&first, 0), "appending keeps the pieces");
+        assert_eq!(grown.items().len(), 3);
+
+        // Compaction (and any edit) changes the messages through mutable access.
+        let (messages, _) = ctx.parts_mut().unwrap();
+        messages[0] = user("summary");
+        let edited = ctx.encoded_history(&model).unwrap();
+        assert!(!edited.shares_piece(&grown, 0));
+        let fresh = History::fresh(&model, ctx.parsed().unwrap());
+        assert_eq!(edited.items(), fresh.items());
+        assert!(String::from_utf8_lossy(edited.items()[0]).contains("summary"));
     }
 }

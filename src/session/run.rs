@@ -210,10 +210,15 @@ impl SessionLoop {
 
     fn request_model(&mut self) {
         let ready = self.state.credentials().and_then(|c| {
-            let messages = self.state.messages.messages()?.clone();
-            Ok((c, messages))
+            // The scripted provider reads the messages; the others get them encoded.
+            if c.0.api == crate::provider::catalog::Api::Scripted {
+                Ok((c, self.state.messages.parsed()?.to_vec(), None))
+            } else {
+                let history = self.state.messages.encoded_history(&c.0)?;
+                Ok((c, Vec::new(), Some(history)))
+            }
         });
-        let ((model, api_key), messages) = match ready {
+        let ((model, api_key), messages, history) = match ready {
             Ok(r) => r,
             Err(e) => {
                 let mut failed = match &self.state.model {
@@ -230,6 +235,7 @@ impl SessionLoop {
             api_key,
             system_prompt: self.state.system_prompt.clone(),
             messages,
+            history,
             tools: self.state.tools.specs(),
             thinking: self.state.thinking,
             session_id: self.state.id.clone(),

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -84,6 +85,11 @@ pub struct FakeProvider {
     pub base_url: String,
     replies: Arc<Mutex<VecDeque<Reply>>>,
     requests: Receiver<Request>,
+    /// TCP connections accepted so far.
+    connections: Arc<AtomicUsize>,
+    /// Whether request bodies are parsed into `Request::body` (benchmarks turn it off, so the
+    /// server's own parse of a long history is not timed as the client's).
+    parse_bodies: Arc<AtomicBool>,
 }
 
 impl FakeProvider {
@@ -93,18 +99,34 @@ impl FakeProvider {
         let replies: Arc<Mutex<VecDeque<Reply>>> = Arc::default();
         let (tx, requests) = unbounded();
         let queue = replies.clone();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let parse_bodies = Arc::new(AtomicBool::new(true));
+        let (accepted, parse) = (connections.clone(), parse_bodies.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                let (queue, tx) = (queue.clone(), tx.clone());
-                std::thread::spawn(move || serve(stream, queue, tx));
+                accepted.fetch_add(1, Ordering::SeqCst);
+                let (queue, tx, parse) = (queue.clone(), tx.clone(), parse.clone());
+                std::thread::spawn(move || serve(stream, queue, tx, parse));
             }
         });
         FakeProvider {
             base_url,
             replies,
             requests,
+            connections,
+            parse_bodies,
         }
+    }
+
+    /// How many TCP connections the server has accepted.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    /// Stops parsing request bodies: `Request::body` is `null` from now on.
+    pub fn skip_bodies(&self) {
+        self.parse_bodies.store(false, Ordering::SeqCst);
     }
 
     pub fn push(&self, reply: Reply) {
@@ -123,11 +145,16 @@ impl FakeProvider {
     }
 }
 
-fn serve(stream: TcpStream, queue: Arc<Mutex<VecDeque<Reply>>>, tx: Sender<Request>) {
+fn serve(
+    stream: TcpStream,
+    queue: Arc<Mutex<VecDeque<Reply>>>,
+    tx: Sender<Request>,
+    parse: Arc<AtomicBool>,
+) {
     let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     loop {
-        let Some(request) = read_request(&mut reader) else {
+        let Some(request) = read_request(&mut reader, parse.load(Ordering::SeqCst)) else {
             return;
         };
         let reply = queue.lock().unwrap().pop_front();
@@ -144,7 +171,7 @@ fn serve(stream: TcpStream, queue: Arc<Mutex<VecDeque<Reply>>>, tx: Sender<Reque
     }
 }
 
-fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Request> {
+fn read_request(reader: &mut BufReader<TcpStream>, parse: bool) -> Option<Request> {
     let mut line = String::new();
     if reader.read_line(&mut line).ok()? == 0 {
         return None;
@@ -180,7 +207,10 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Request> {
         reader.read_exact(&mut b).ok()?;
         b
     };
-    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let body = match parse {
+        true => serde_json::from_slice(&body).unwrap_or(Value::Null),
+        false => Value::Null,
+    };
     Some(Request {
         method,
         path,

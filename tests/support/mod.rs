@@ -4,6 +4,7 @@
 pub mod contract;
 pub mod fake_provider;
 pub mod gjc;
+pub mod procfs;
 pub mod schemas;
 
 pub use fake_provider::{Chunk, FakeProvider, Reply};

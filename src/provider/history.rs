@@ -1,0 +1,494 @@
+//! The history part of a model request, encoded once per message.
+//!
+//! Every turn of a run sends the whole conversation again. Encoding it from scratch each time (a
+//! JSON tree of every message, serialized and freed) made a turn cost time in proportion to the
+//! history. Here each message is encoded for the API once, when it is final, and kept as bytes;
+//! a request is assembled from those pieces and written to the connection as they are, so a turn
+//! encodes only the messages that are new since the last one.
+//!
+//! What the encoding of a message depends on, and so what throws the pieces away:
+//! - the model it is sent to (API, provider, id, whether it reasons): signatures, reasoning items
+//!   and reasoning text are replayed to their own model only;
+//! - the messages themselves: the pieces are kept only while the context grows by appending.
+//!   The session's context owns its cache and drops it whenever its messages can change
+//!   otherwise (it hands out mutable access for compaction and edits; switching or branching
+//!   sessions builds a new context).
+//!
+//! The thinking level, the system prompt and the tools are outside the history; they are encoded
+//! with the rest of the request's top level every time, which costs the same at any length.
+
+use std::borrow::Cow;
+use std::io::Read;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::catalog::{Api, Model};
+use crate::protocol::message::{AgentMessage, Content, StopReason, ToolResultMessage};
+
+/// One replayed message, encoded: the array items it contributes and, for APIs that merge
+/// consecutive messages of one role, that role.
+#[derive(Debug)]
+pub struct Piece {
+    role: &'static str,
+    items: Vec<Box<[u8]>>,
+}
+
+/// How an API lays its history out.
+#[derive(Clone, Copy, Debug)]
+pub enum Layout {
+    /// Each item is an element of the array (Chat Completions, Responses).
+    Flat,
+    /// Consecutive messages of one role become one `{"<field>":[items],"role":role}` element
+    /// (Anthropic's content blocks, Gemini's parts); `mark_last` puts Anthropic's cache breakpoint
+    /// on the very last block.
+    Merged {
+        field: &'static str,
+        mark_last: bool,
+    },
+}
+
+/// A message (already replayed) as the API's role and array items.
+pub type EncodeFn = fn(&AgentMessage, &Model) -> (&'static str, Vec<Value>);
+
+fn encoder(api: Api) -> (EncodeFn, Layout) {
+    match api {
+        Api::AnthropicMessages => (
+            super::anthropic::encode_message,
+            Layout::Merged {
+                field: "content",
+                mark_last: true,
+            },
+        ),
+        Api::Google => (
+            super::gemini::encode_message,
+            Layout::Merged {
+                field: "parts",
+                mark_last: false,
+            },
+        ),
+        Api::OpenAiCompletions => (super::openai_chat::encode_message, Layout::Flat),
+        Api::OpenAiResponses => (super::openai_responses::encode_message, Layout::Flat),
+        // Nothing is encoded for the scripted provider; an empty history is what it would get.
+        Api::Scripted => (|_, _| ("", Vec::new()), Layout::Flat),
+    }
+}
+
+/// What a message's encoding depends on besides the message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Key {
+    api: Api,
+    provider: String,
+    id: String,
+    reasoning: bool,
+}
+
+impl Key {
+    fn of(model: &Model) -> Key {
+        Key {
+            api: model.api,
+            provider: model.provider.clone(),
+            id: model.id.clone(),
+            reasoning: model.reasoning,
+        }
+    }
+}
+
+/// The history as every provider may see it, one message at a time: assistant messages that
+/// ended in `error` or `aborted` are dropped (replaying half a reasoning item or tool call is
+/// rejected), a tool result is kept only for a call of the assistant message before it, and a
+/// call left without a result gets a synthetic error result once the next message shows none is
+/// coming (or at the end of the history).
+#[derive(Clone, Debug, Default)]
+pub struct Replay {
+    open: Vec<(String, String)>,
+}
+
+impl Replay {
+    /// Feeds one message; what it makes final goes to `out`.
+    pub fn feed<'a>(&mut self, message: &'a AgentMessage, out: &mut Vec<Cow<'a, AgentMessage>>) {
+        match message {
+            AgentMessage::Assistant(a)
+                if matches!(a.stop_reason, StopReason::Error | StopReason::Aborted) => {}
+            AgentMessage::Assistant(a) => {
+                out.extend(self.take_open().into_iter().map(Cow::Owned));
+                self.open = a
+                    .tool_calls()
+                    .map(|c| (c.id.clone(), c.name.clone()))
+                    .collect();
+                out.push(Cow::Borrowed(message));
+            }
+            AgentMessage::ToolResult(r) => {
+                if let Some(pos) = self.open.iter().position(|(id, _)| *id == r.tool_call_id) {
+                    self.open.remove(pos);
+                    out.push(Cow::Borrowed(message));
+                }
+            }
+            _ => {
+                out.extend(self.take_open().into_iter().map(Cow::Owned));
+                out.push(Cow::Borrowed(message));
+            }
+        }
+    }
+
+    /// The synthetic results the calls still open would get if the history ended here.
+    pub fn closing(&self) -> Vec<AgentMessage> {
+        self.open
+            .iter()
+            .map(|(id, name)| {
+                AgentMessage::ToolResult(ToolResultMessage {
+                    tool_call_id: id.clone(),
+                    tool_name: name.clone(),
+                    content: vec![Content::text("No result provided")],
+                    details: None,
+                    is_error: true,
+                    timestamp: 0,
+                })
+            })
+            .collect()
+    }
+
+    fn take_open(&mut self) -> Vec<AgentMessage> {
+        let closing = self.closing();
+        self.open.clear();
+        closing
+    }
+}
+
+/// The encoded messages of one context, kept across requests.
+#[derive(Debug, Default)]
+pub struct HistoryCache {
+    key: Option<Key>,
+    /// How many messages of the context have been fed.
+    consumed: usize,
+    replay: Replay,
+    pieces: Vec<Arc<Piece>>,
+    tool_results: bool,
+}
+
+/// The encoded history of one request: the shared pieces, then the synthetic results of calls
+/// still open at the end (encoded for this request only).
+#[derive(Clone, Debug)]
+pub struct History {
+    pieces: Vec<Arc<Piece>>,
+    /// Whether the context holds a tool result (Chat Completions then always declares tools).
+    pub has_tool_results: bool,
+    layout: Layout,
+}
+
+impl HistoryCache {
+    /// The history of `messages` for `model`: the pieces kept from the last call when they still
+    /// apply, plus the new messages encoded. `messages` must be the messages of the last call
+    /// with more appended, unless the cache was dropped in between.
+    pub fn encode(&mut self, model: &Model, messages: &[AgentMessage]) -> History {
+        let key = Key::of(model);
+        if self.key.as_ref() != Some(&key) || messages.len() < self.consumed {
+            *self = HistoryCache {
+                key: Some(key),
+                ..HistoryCache::default()
+            };
+        }
+        let (encode, layout) = encoder(model.api);
+        let mut replayed = Vec::new();
+        for message in &messages[self.consumed..] {
+            self.tool_results |= matches!(message, AgentMessage::ToolResult(_));
+            self.replay.feed(message, &mut replayed);
+        }
+        self.consumed = messages.len();
+        let piece = |m: &AgentMessage| Arc::new(Piece::new(encode(m, model)));
+        self.pieces.extend(replayed.iter().map(|m| piece(m)));
+        let mut pieces = self.pieces.clone();
+        pieces.extend(self.replay.closing().iter().map(piece));
+        History {
+            pieces,
+            has_tool_results: self.tool_results,
+            layout,
+        }
+    }
+
+    /// How many encoded messages are kept.
+    pub fn kept(&self) -> usize {
+        self.pieces.len()
+    }
+}
+
+impl History {
+    /// `messages` encoded from scratch (a request with no cache, such as a compaction's).
+    pub fn fresh(model: &Model, messages: &[AgentMessage]) -> History {
+        HistoryCache::default().encode(model, messages)
+    }
+
+    /// The encoded items, in order (tests).
+    #[cfg(test)]
+    pub fn items(&self) -> Vec<&[u8]> {
+        self.pieces
+            .iter()
+            .flat_map(|p| p.items.iter().map(|i| &i[..]))
+            .collect()
+    }
+
+    /// Whether `self` and `other` share their `n`-th piece (the same bytes, not a copy).
+    pub fn shares_piece(&self, other: &History, n: usize) -> bool {
+        match (self.pieces.get(n), other.pieces.get(n)) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Piece {
+    fn new((role, items): (&'static str, Vec<Value>)) -> Piece {
+        Piece {
+            role,
+            items: items
+                .iter()
+                .map(|v| v.to_string().into_bytes().into_boxed_slice())
+                .collect(),
+        }
+    }
+}
+
+/// A request body as a list of byte segments: small ones assembled for this request, and the
+/// history's pieces shared with the cache.
+#[derive(Debug, Default)]
+pub struct Body {
+    segments: Vec<Segment>,
+    len: usize,
+}
+
+#[derive(Debug)]
+enum Segment {
+    Bytes(Vec<u8>),
+    Item(Arc<Piece>, usize),
+}
+
+impl Segment {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Segment::Bytes(b) => b,
+            Segment::Item(piece, i) => &piece.items[*i],
+        }
+    }
+}
+
+impl Body {
+    fn push(&mut self, bytes: &[u8]) {
+        self.len += bytes.len();
+        if let Some(Segment::Bytes(last)) = self.segments.last_mut() {
+            last.extend_from_slice(bytes);
+        } else {
+            self.segments.push(Segment::Bytes(bytes.to_vec()));
+        }
+    }
+
+    fn push_item(&mut self, piece: &Arc<Piece>, i: usize) {
+        self.len += piece.items[i].len();
+        self.segments.push(Segment::Item(piece.clone(), i));
+    }
+
+    fn push_json(&mut self, value: &impl serde::Serialize) {
+        // Serializing a `Value` or a string cannot fail.
+        if let Ok(bytes) = serde_json::to_vec(value) {
+            self.push(&bytes);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The whole body in one buffer (tests, logs).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len);
+        for s in &self.segments {
+            out.extend_from_slice(s.bytes());
+        }
+        out
+    }
+
+    /// Reads the body segment by segment, without joining it.
+    pub fn into_reader(self) -> BodyReader {
+        BodyReader {
+            segments: self.segments.into_iter(),
+            current: None,
+            at: 0,
+        }
+    }
+}
+
+pub struct BodyReader {
+    segments: std::vec::IntoIter<Segment>,
+    current: Option<Segment>,
+    at: usize,
+}
+
+impl Read for BodyReader {
+    /// Fills `buf` from as many segments as fit: the HTTP client sends what each read returns,
+    /// and one small send per piece would cost a system call per message.
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut filled = 0;
+        while filled < buf.len() {
+            if let Some(segment) = &self.current {
+                let rest = &segment.bytes()[self.at..];
+                if !rest.is_empty() {
+                    let n = rest.len().min(buf.len() - filled);
+                    buf[filled..filled + n].copy_from_slice(&rest[..n]);
+                    self.at += n;
+                    filled += n;
+                    continue;
+                }
+            }
+            match self.segments.next() {
+                Some(next) => (self.current, self.at) = (Some(next), 0),
+                None => break,
+            }
+        }
+        Ok(filled)
+    }
+}
+
+/// The cache breakpoint Anthropic reads on a block; its key sorts before every key of a block,
+/// so it goes right after the block's opening brace, where serde_json's sorted maps put it.
+const CACHE_CONTROL: &[u8] = br#""cache_control":{"type":"ephemeral"}"#;
+
+/// The request body: the object `head` (which has no `key`) with `key` set to an array of
+/// `prefix` followed by the history, written the way serde_json writes the same tree (keys in
+/// order, no spaces).
+pub fn assemble(head: &Map<String, Value>, key: &str, prefix: &[Value], history: &History) -> Body {
+    let mut body = Body::default();
+    body.push(b"{");
+    let mut first = true;
+    let mut placed = false;
+    for (k, v) in head {
+        if !placed && k.as_str() > key {
+            write_key(&mut body, key, &mut first);
+            write_history(&mut body, prefix, history);
+            placed = true;
+        }
+        write_key(&mut body, k, &mut first);
+        body.push_json(v);
+    }
+    if !placed {
+        write_key(&mut body, key, &mut first);
+        write_history(&mut body, prefix, history);
+    }
+    body.push(b"}");
+    body
+}
+
+fn write_key(body: &mut Body, key: &str, first: &mut bool) {
+    if !std::mem::take(first) {
+        body.push(b",");
+    }
+    body.push_json(&key);
+    body.push(b":");
+}
+
+fn write_history(body: &mut Body, prefix: &[Value], history: &History) {
+    body.push(b"[");
+    let mut first = true;
+    let mut comma = |body: &mut Body| {
+        if !std::mem::take(&mut first) {
+            body.push(b",");
+        }
+    };
+    for v in prefix {
+        comma(body);
+        body.push_json(v);
+    }
+    let pieces = history.pieces.iter().filter(|p| !p.items.is_empty());
+    match history.layout {
+        Layout::Flat => {
+            for piece in pieces {
+                for i in 0..piece.items.len() {
+                    comma(body);
+                    body.push_item(piece, i);
+                }
+            }
+        }
+        Layout::Merged { field, mark_last } => {
+            let last = history.pieces.iter().rposition(|p| !p.items.is_empty());
+            let mut open: Option<&'static str> = None;
+            for (n, piece) in history.pieces.iter().enumerate() {
+                if piece.items.is_empty() {
+                    continue;
+                }
+                match open {
+                    Some(role) if role == piece.role => body.push(b","),
+                    _ => {
+                        close_group(body, open);
+                        comma(body);
+                        body.push(b"{");
+                        body.push_json(&field);
+                        body.push(b":[");
+                        open = Some(piece.role);
+                    }
+                }
+                let marked = mark_last && Some(n) == last;
+                write_items(body, piece, marked);
+            }
+            close_group(body, open);
+        }
+    }
+    body.push(b"]");
+}
+
+/// Ends a merged element: its items, then its role (`"role"` sorts after the item field).
+fn close_group(body: &mut Body, role: Option<&'static str>) {
+    if let Some(role) = role {
+        body.push(b"],\"role\":");
+        body.push_json(&role);
+        body.push(b"}");
+    }
+}
+
+fn write_items(body: &mut Body, piece: &Arc<Piece>, mark_last: bool) {
+    let count = piece.items.len();
+    for i in 0..count {
+        if i > 0 {
+            body.push(b",");
+        }
+        if mark_last && i + 1 == count {
+            let item = &piece.items[i];
+            body.push(b"{");
+            body.push(CACHE_CONTROL);
+            match &item[1..] {
+                b"}" => body.push(b"}"),
+                rest => {
+                    body.push(b",");
+                    body.push(rest);
+                }
+            }
+        } else {
+            body.push_item(piece, i);
+        }
+    }
+}
+
+/// A model of `api` for tests: reasoning, provider `p`.
+#[cfg(test)]
+pub fn test_model(api: Api, id: &str) -> Model {
+    Model {
+        id: id.into(),
+        name: id.into(),
+        api,
+        provider: "p".into(),
+        base_url: "http://127.0.0.1:9".into(),
+        reasoning: true,
+        input: vec!["text".into(), "image".into()],
+        cost: super::catalog::ModelCost::default(),
+        context_window: 100_000,
+        max_tokens: 8_000,
+        xhigh: false,
+        headers: Default::default(),
+        compat: None,
+    }
+}
+
+#[cfg(test)]
+#[path = "history_tests.rs"]
+mod tests;
