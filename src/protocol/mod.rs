@@ -8,6 +8,7 @@
 pub mod command;
 pub mod decode;
 pub mod event;
+pub mod frame;
 pub mod host_reply;
 pub mod message;
 pub mod outbound;
@@ -18,6 +19,7 @@ pub mod tagged;
 pub use command::Command;
 pub use decode::{decode_line, Inbound, MAX_LINE_BYTES};
 pub use event::AgentEvent;
+pub use frame::{Event, EventFrame, Frame, ResponseFrame};
 pub use host_reply::HostReply;
 pub use outbound::{
     Data, FlatFrame, Outbound, Ready, Response, TypedError, CAPABILITIES, PROTOCOL_VERSION,
