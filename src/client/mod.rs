@@ -16,7 +16,7 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use gjc::client::{Handlers, RpcClient};
-//! use gjc::protocol::command::{Command, PromptParams};
+//! use gjc::protocol::command::{Command, GetStateParams};
 //! use gjc::protocol::frame::{Event, Frame};
 //! use gjc::protocol::message::ToolOutput;
 //!
@@ -26,14 +26,11 @@
 //! let ready = gjc.next_frame(wait)?;
 //! assert!(matches!(ready, Frame::Ready(_)));
 //!
-//! let ack = gjc.call(
-//!     Command::Prompt(PromptParams {
-//!         message: "Summarise README.md".into(),
-//!         images: Vec::new(),
-//!         streaming_behavior: None,
-//!     }),
-//!     wait,
-//! )?;
+//! let state = gjc.call(Command::GetState(GetStateParams::default()), wait)?;
+//! let state: serde_json::Value = state.data_as().expect("get_state succeeds");
+//! println!("model: {}", state["model"]["id"]);
+//!
+//! let ack = gjc.prompt("Summarise README.md", wait)?;
 //! assert!(ack.success, "{:?}", ack.error);
 //!
 //! // Answer host tool calls while the run goes on; print the assistant's text.
@@ -71,7 +68,7 @@ use serde_json::{json, Value};
 pub use handlers::{Answer, Callback, Handlers, Progress, UiAnswer, UriContent};
 pub use stderr::StderrTo;
 
-use crate::protocol::command::Command as GjcCommand;
+use crate::protocol::command::{Command as GjcCommand, PromptParams};
 use crate::protocol::frame::{Frame, ResponseFrame};
 use crate::protocol::host_reply::HostReply;
 
@@ -434,6 +431,21 @@ impl RpcClient {
             Frame::Response(r) => Ok(r),
             _ => unreachable!("the predicate matched a response"),
         }
+    }
+
+    /// Sends a `prompt` with `message` alone and waits for its response (the run goes on
+    /// after it; its events follow).
+    pub fn prompt(
+        &mut self,
+        message: &str,
+        timeout: Duration,
+    ) -> Result<ResponseFrame, ClientError> {
+        let params = PromptParams {
+            message: message.to_string(),
+            images: Vec::new(),
+            streaming_behavior: None,
+        };
+        self.call(GjcCommand::Prompt(params), timeout)
     }
 
     /// Sends a reply to a callback (host tool result, URI result, UI response).
