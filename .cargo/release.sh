@@ -59,7 +59,13 @@ build_musl() {
             exit 1
         }
     fi
-    # The musl target links with the C runtime that ships with Rust: no musl-gcc needed.
+    # The musl target links with the C runtime that ships with Rust, but ring (TLS) compiles C
+    # for the target: that needs a musl C compiler (Debian, Ubuntu: apt-get install musl-tools).
+    if ! command -v x86_64-linux-musl-gcc >/dev/null && ! command -v musl-gcc >/dev/null; then
+        echo "error: no musl C compiler (x86_64-linux-musl-gcc or musl-gcc) for ring's C code;" \
+            "install musl-tools (apt-get install musl-tools) or the distribution's musl-gcc" >&2
+        exit 1
+    fi
     CARGO_ENCODED_RUSTFLAGS=$(encoded "${STATIC[@]}") cargo build --release --locked --bin gjc --target "$target"
     check_static "target/$target/release/gjc"
 }

@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use gjc::client::RpcClient;
+use gjc::protocol::command::{Command as GjcCommand, HostToolDefinition, SetHostToolsParams};
+use gjc::protocol::frame::{Event, Frame, HostToolCall};
+use gjc::protocol::host_reply::{HostReply, HostToolResult};
+use gjc::protocol::message::ToolOutput;
 use serde_json::json;
 
 const CALLS: usize = 1000;
@@ -59,22 +63,36 @@ fn main() {
         .arg(&script)
         .spawn()
         .unwrap();
-    c.recv(WAIT).unwrap();
-    let tool = json!({"name": "echo_host", "description": "echo", "parameters": {"type": "object", "properties": {"message": {"type": "string"}}}});
-    c.request(json!({"type": "set_host_tools", "tools": [tool]}), WAIT)
-        .unwrap();
-    c.request(json!({"type": "prompt", "message": "go"}), WAIT)
-        .unwrap();
-    let mut call = c.wait_for(|f| f["type"] == "host_tool_call", WAIT).unwrap();
+    c.next_frame(WAIT).unwrap();
+    let tool = HostToolDefinition {
+        name: "echo_host".into(),
+        label: None,
+        description: "echo".into(),
+        parameters: json!({"type": "object", "properties": {"message": {"type": "string"}}}),
+    };
+    let tools = SetHostToolsParams { tools: vec![tool] };
+    c.call(GjcCommand::SetHostTools(tools), WAIT).unwrap();
+    c.prompt("go", WAIT).unwrap();
+    let is_call = |f: &Frame| matches!(f, Frame::HostToolCall(_));
+    let mut call = c.wait_frame(is_call, WAIT).unwrap();
     let mut lat = Vec::with_capacity(CALLS);
     for i in 0..CALLS {
+        let Frame::HostToolCall(HostToolCall { id, .. }) = call else {
+            unreachable!("waited for a host tool call")
+        };
         let t = Instant::now();
-        c.send(&json!({"type": "host_tool_result", "id": call["id"], "result": {"content": [{"type": "text", "text": "pong"}]}})).unwrap();
+        c.reply(&HostReply::ToolResult(HostToolResult {
+            id,
+            result: ToolOutput::text("pong"),
+            is_error: false,
+        }))
+        .unwrap();
         if i + 1 == CALLS {
-            c.wait_event("agent_end", WAIT).unwrap();
+            c.wait_frame(|f| matches!(f.event(), Some(Event::AgentEnd { .. })), WAIT)
+                .unwrap();
             break;
         }
-        call = c.wait_for(|f| f["type"] == "host_tool_call", WAIT).unwrap();
+        call = c.wait_frame(is_call, WAIT).unwrap();
         lat.push(ms(t.elapsed()));
         c.take_backlog();
     }

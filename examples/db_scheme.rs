@@ -7,8 +7,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use gjc::client::RpcClient;
-use serde_json::json;
+use gjc::client::{Handlers, RpcClient, UriContent};
+use gjc::protocol::command::{Command, HostUriSchemeDefinition, SetHostUriSchemesParams};
+use gjc::protocol::frame::Event;
+use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -35,35 +37,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .env("GJC_CODING_AGENT_DIR", agent_dir.path())
         .current_dir(scratch)
         .spawn()?;
-    gjc.recv(WAIT)?;
-    let r = gjc.request(json!({"type": "set_host_uri_schemes", "schemes": [{"scheme": "db", "description": "Rows of the users table", "writable": true}]}), WAIT)?;
-    println!("schemes: {}", r["data"]["schemes"]);
-    gjc.request(
-        json!({"type": "prompt", "message": "Set user 42's full name to Alice Liddell."}),
+    gjc.next_frame(WAIT)?;
+    let db = HostUriSchemeDefinition {
+        scheme: "db".into(),
+        description: Some("Rows of the users table".into()),
+        writable: true,
+        immutable: false,
+    };
+    let r = gjc.call(
+        Command::SetHostUriSchemes(SetHostUriSchemesParams { schemes: vec![db] }),
         WAIT,
     )?;
-    loop {
-        let f = gjc.recv(WAIT)?.value;
-        if f["type"] == "host_uri_request" {
-            let url = f["url"].as_str().unwrap_or("").to_string();
-            println!("host_uri_request {} {url}", f["operation"]);
-            let reply = match (f["operation"].as_str(), rows.get(&url)) {
-                (Some("read"), Some(row)) => {
-                    json!({"type": "host_uri_result", "id": f["id"], "content": row, "contentType": "text/plain"})
-                }
-                (Some("read"), None) => {
-                    json!({"type": "host_uri_result", "id": f["id"], "isError": true, "error": format!("{url} not found")})
-                }
-                _ => {
-                    rows.insert(url, f["content"].as_str().unwrap_or("").to_string());
-                    json!({"type": "host_uri_result", "id": f["id"]})
-                }
-            };
-            gjc.send(&reply)?;
-        } else if f["payload"]["event_type"] == "agent_end" {
-            break;
+    println!("schemes: {}", r.data_as::<Value>()?["schemes"]);
+    gjc.prompt("Set user 42's full name to Alice Liddell.", WAIT)?
+        .data_as::<Value>()?;
+
+    let mut handlers = Handlers::new().uri(|request| {
+        println!("host_uri_request {} {}", request.operation, request.url);
+        match (request.operation.as_str(), rows.get(&request.url)) {
+            ("read", Some(row)) => Ok(UriContent::text(row.clone())),
+            ("read", None) => Err(format!("{} not found", request.url)),
+            _ => {
+                let content = request.content.clone().unwrap_or_default();
+                rows.insert(request.url.clone(), content);
+                Ok(UriContent::default())
+            }
         }
-    }
+    });
+    gjc.serve(&mut handlers, WAIT, |frame| {
+        matches!(frame.event(), Some(Event::AgentEnd { .. }))
+    })?;
+    drop(handlers);
     println!("table now: {rows:?}");
     gjc.close_stdin();
     gjc.wait_exit(Duration::from_secs(5))

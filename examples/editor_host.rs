@@ -14,10 +14,15 @@
 //!
 //! Run: `cargo run --release --example editor_host [-- --scripted]`
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gjc::client::RpcClient;
+use gjc::client::{Handlers, RpcClient};
+use gjc::protocol::command::{Command, GetStateParams, NoParams, SetTodosParams};
+use gjc::protocol::frame::{Delta, Event};
+use gjc::protocol::message::{AgentMessage, Content, StopReason, ToolOutput};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(300);
@@ -81,39 +86,42 @@ fn host() -> Result<(), Box<dyn std::error::Error>> {
             .arg(&script);
     }
     let mut gjc = builder.spawn()?;
-    gjc.recv(Duration::from_secs(10))?;
+    gjc.next_frame(Duration::from_secs(10))?;
 
-    let state = gjc.request(json!({"type": "get_state"}), WAIT)?;
-    let model = &state["data"]["model"];
+    let state: State = gjc
+        .call(Command::GetState(GetStateParams::default()), WAIT)?
+        .data_as()?;
+    let model = state.model.ok_or("gjc has no model")?;
     println!(
         "  model      {}/{} ({})",
-        model["provider"].as_str().unwrap_or("?"),
-        model["id"].as_str().unwrap_or("?"),
+        model.provider,
+        model.id,
         if scripted {
             "replay of a recorded session, no network"
         } else {
             "live"
         }
     );
-    let todos = gjc.request(
-        json!({"type": "set_todos", "phases": [{"name": "Fix the test", "tasks": [
-            {"content": "Find why test.sh fails", "status": "in_progress"},
-            {"content": "Fix math.sh and rerun the test", "status": "pending"}]}]}),
+    let plan = json!({"name": "Fix the test", "tasks": [
+        {"content": "Find why test.sh fails", "status": "in_progress"},
+        {"content": "Fix math.sh and rerun the test", "status": "pending"}]});
+    gjc.call(
+        Command::SetTodos(SetTodosParams { phases: vec![plan] }),
         WAIT,
-    )?;
-    check(&todos, "set_todos")?;
+    )?
+    .data_as::<Value>()?;
     println!("  plan       2 todos set with set_todos\n");
 
     println!("you: {TASK}");
-    let ack = gjc.request(json!({"type": "prompt", "message": TASK}), WAIT)?;
-    check(&ack, "prompt")?;
+    gjc.prompt(TASK, WAIT)?.data_as::<Value>()?;
     tell_run(&mut gjc)?;
 
-    let stats = gjc.request(json!({"type": "get_session_stats"}), WAIT)?;
-    let s = &stats["data"];
+    let stats: Stats = gjc
+        .call(Command::GetSessionStats(NoParams {}), WAIT)?
+        .data_as()?;
     println!(
         "\nsession: {} assistant messages, {} tool calls, {} input / {} output tokens",
-        s["assistantMessages"], s["toolCalls"], s["tokens"]["input"], s["tokens"]["output"]
+        stats.assistant_messages, stats.tool_calls, stats.tokens.input, stats.tokens.output
     );
     let test = std::process::Command::new("sh")
         .arg("test.sh")
@@ -149,77 +157,94 @@ fn agent_program() -> std::io::Result<(PathBuf, String)> {
     Ok((me, "this program re-run as gjc --mode rpc".into()))
 }
 
-fn check(reply: &Value, what: &str) -> Result<(), String> {
-    if reply["success"] == true {
-        Ok(())
-    } else {
-        Err(format!("{what} refused: {}", reply["error"]))
-    }
+/// The parts of `get_state` and `get_session_stats` this host shows.
+#[derive(Deserialize)]
+struct State {
+    model: Option<Model>,
 }
 
-/// One line per assistant text and per finished tool call, until `agent_end`.
+#[derive(Deserialize)]
+struct Model {
+    provider: String,
+    id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Stats {
+    assistant_messages: u64,
+    tool_calls: u64,
+    tokens: Tokens,
+}
+
+#[derive(Deserialize)]
+struct Tokens {
+    input: u64,
+    output: u64,
+}
+
+/// One line per assistant text and per finished tool call, until `agent_end`. UI questions
+/// (none in this run) would be answered `cancelled`; status lines and titles need no answer.
 fn tell_run(gjc: &mut RpcClient) -> Result<(), Box<dyn std::error::Error>> {
     // `tool_execution_end` names the call, not its arguments: they come with its start.
-    let mut started: std::collections::HashMap<String, Value> = Default::default();
-    loop {
-        let frame = gjc.recv(WAIT)?.value;
-        if frame["type"] != "event" {
-            // Host requests (status lines, titles) need no answer from this host.
-            continue;
-        }
-        let event = &frame["payload"]["event"];
-        match frame["payload"]["event_type"].as_str().unwrap_or("") {
-            "message_update" => {
-                let part = &event["assistantMessageEvent"];
-                match part["type"].as_str() {
-                    Some("text_end") => println!("gjc: {}", text_of(&part["content"])),
-                    Some("thinking_end") => {
-                        println!("gjc (thinking): {}", clip(text_of(&part["content"])))
-                    }
-                    _ => {}
+    let mut started: HashMap<String, Value> = HashMap::new();
+    let mut handlers = Handlers::new();
+    gjc.serve(&mut handlers, WAIT, |frame| {
+        match frame.event() {
+            Some(Event::MessageUpdate {
+                assistant_message_event: delta,
+                ..
+            }) => match delta {
+                Delta::TextEnd { content, .. } => println!("gjc: {}", content.trim()),
+                Delta::ThinkingEnd { content, .. } => {
+                    println!("gjc (thinking): {}", clip(content.trim()))
                 }
+                _ => {}
+            },
+            Some(Event::ToolExecutionStart {
+                tool_call_id, args, ..
+            }) => {
+                started.insert(tool_call_id.clone(), args.clone());
             }
-            "tool_execution_start" => {
-                let id = event["toolCallId"].as_str().unwrap_or("").to_string();
-                started.insert(id, event.clone());
-            }
-            "tool_execution_end" => {
-                let id = event["toolCallId"].as_str().unwrap_or("");
-                let call = started.remove(id).unwrap_or_else(|| event.clone());
-                let outcome = if event["isError"] == true {
-                    "failed"
-                } else {
-                    "ok"
-                };
+            Some(Event::ToolExecutionEnd {
+                tool_call_id,
+                tool_name,
+                result,
+                is_error,
+            }) => {
+                let args = started.remove(tool_call_id).unwrap_or_default();
                 println!(
-                    "  {} {} -> {outcome}: {}",
-                    event["toolName"].as_str().unwrap_or("?"),
-                    clip(&describe_args(&call)),
-                    summarize(&first_text(&event["result"]))
+                    "  {tool_name} {} -> {}: {}",
+                    clip(&describe_args(tool_name, &args)),
+                    if *is_error { "failed" } else { "ok" },
+                    summarize(&first_text(result))
                 );
             }
-            "auto_retry_start" => println!("  (retrying: {})", event["errorMessage"]),
-            "message_end" if event["message"]["stopReason"] == "error" => {
-                println!("  (model error: {})", event["message"]["errorMessage"])
+            Some(Event::AutoRetryStart { error_message, .. }) => {
+                println!("  (retrying: {error_message})")
             }
-            "agent_end" => {
-                println!("run ended: {}", event["outcome"].as_str().unwrap_or("?"));
-                return Ok(());
+            Some(Event::MessageEnd {
+                message: AgentMessage::Assistant(m),
+            }) if m.stop_reason == StopReason::Error => println!(
+                "  (model error: {})",
+                m.error_message.as_deref().unwrap_or("?")
+            ),
+            Some(Event::AgentEnd { outcome, .. }) => {
+                let outcome = serde_json::to_string(outcome).unwrap_or_default();
+                println!("run ended: {}", outcome.trim_matches('"'));
+                return true;
             }
             _ => {}
         }
-    }
-}
-
-fn text_of(v: &Value) -> &str {
-    v.as_str().unwrap_or("").trim()
+        false
+    })?;
+    Ok(())
 }
 
 /// The argument a reader cares about for the common tools; compact JSON for the rest.
-fn describe_args(event: &Value) -> String {
-    let args = &event["args"];
+fn describe_args(tool: &str, args: &Value) -> String {
     let field = |name: &str| args[name].as_str().map(str::to_string);
-    let described = match event["toolName"].as_str().unwrap_or("") {
+    let described = match tool {
         "read" | "write" | "ls" => field("path"),
         "edit" => field("path").map(|p| {
             let n = args["edits"].as_array().map_or(0, Vec::len);
@@ -250,12 +275,15 @@ fn clip(text: &str) -> String {
     }
 }
 
-fn first_text(result: &Value) -> String {
-    result["content"]
-        .as_array()
-        .and_then(|c| c.iter().find_map(|b| b["text"].as_str()))
-        .unwrap_or("")
-        .to_string()
+fn first_text(result: &ToolOutput) -> String {
+    result
+        .content
+        .iter()
+        .find_map(|block| match block {
+            Content::Text { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 fn write_project(dir: &Path) -> std::io::Result<()> {

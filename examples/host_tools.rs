@@ -6,7 +6,10 @@
 
 use std::time::Duration;
 
-use gjc::client::RpcClient;
+use gjc::client::{Handlers, RpcClient};
+use gjc::protocol::command::{Command, HostToolDefinition, SetHostToolsParams};
+use gjc::protocol::frame::Event;
+use gjc::protocol::message::{joined_text, AgentMessage, ToolOutput};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -16,7 +19,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         {"content": [{"type": "text", "text": "Looking the ticket up."}, {"type": "toolCall", "name": "lookup_ticket", "arguments": {"id": "GJC-42"}}]},
         {"content": [{"type": "text", "text": "GJC-42 is open and assigned to Ada."}]}
     ]});
-    // The script, sessions and registry go to a folder removed at exit, never to ~/.gjc.
     let agent_dir = tempfile::tempdir()?;
     let path = agent_dir.path().join("script.json");
     std::fs::write(&path, script.to_string())?;
@@ -25,59 +27,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .args(["--provider", "scripted", "--script"])
         .arg(&path)
         .spawn()?;
-    gjc.recv(WAIT)?;
+    gjc.next_frame(WAIT)?;
 
-    let tools = gjc.request(
-        json!({"type": "set_host_tools", "tools": [{
-            "name": "lookup_ticket", "label": "Lookup ticket", "description": "Fetch a ticket from the issue tracker",
-            "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false}
-        }]}),
+    let lookup = HostToolDefinition {
+        name: "lookup_ticket".into(),
+        label: Some("Lookup ticket".into()),
+        description: "Fetch a ticket from the issue tracker".into(),
+        parameters: json!({"type": "object", "properties": {"id": {"type": "string"}},
+            "required": ["id"], "additionalProperties": false}),
+    };
+    let registered = gjc.call(
+        Command::SetHostTools(SetHostToolsParams {
+            tools: vec![lookup],
+        }),
         WAIT,
     )?;
-    println!("registered: {}", tools["data"]["toolNames"]);
-    gjc.request(
-        json!({"type": "prompt", "message": "What is the state of GJC-42?"}),
-        WAIT,
-    )?;
-    loop {
-        let f = gjc.recv(WAIT)?.value;
-        match f["type"].as_str() {
-            Some("host_tool_call") => {
-                println!("host_tool_call {} {}", f["toolName"], f["arguments"]);
-                let id = f["id"].clone();
-                gjc.send(&json!({"type": "host_tool_update", "id": id, "partialResult": {"content": [{"type": "text", "text": "querying the tracker"}]}}))?;
-                let ticket = format!(
-                    "{} open, assignee Ada",
-                    f["arguments"]["id"].as_str().unwrap_or("?")
-                );
-                gjc.send(&json!({"type": "host_tool_result", "id": id, "result": {"content": [{"type": "text", "text": ticket}]}}))?;
+    println!(
+        "registered: {}",
+        registered.data_as::<serde_json::Value>()?["toolNames"]
+    );
+    gjc.prompt("What is the state of GJC-42?", WAIT)?
+        .data_as::<serde_json::Value>()?;
+
+    let mut handlers = Handlers::new().tool("lookup_ticket", |call, progress| {
+        println!("host_tool_call {} {}", call.tool_name, call.arguments);
+        if let Err(e) = progress.update(ToolOutput::text("querying the tracker")) {
+            return ToolOutput::error(format!("cannot report progress: {e}"));
+        }
+        let id = call.arguments["id"].as_str().unwrap_or("?");
+        ToolOutput::text(format!("{id} open, assignee Ada"))
+    });
+    gjc.serve(&mut handlers, WAIT, |frame| {
+        match frame.event() {
+            Some(Event::ToolExecutionUpdate { partial_result, .. }) => {
+                println!("  update: {}", joined_text(&partial_result.content))
             }
-            Some("event") => {
-                let e = &f["payload"]["event"];
-                match f["payload"]["event_type"].as_str() {
-                    Some("tool_execution_update") => {
-                        println!("  update: {}", e["partialResult"]["content"][0]["text"])
-                    }
-                    Some("tool_execution_end") => {
-                        println!("  result: {}", e["result"]["content"][0]["text"])
-                    }
-                    Some("message_end") if e["message"]["role"] == "assistant" => println!(
-                        "assistant: {}",
-                        e["message"]["content"]
-                            .as_array()
-                            .map(|c| c
-                                .iter()
-                                .filter_map(|b| b["text"].as_str())
-                                .collect::<String>())
-                            .unwrap_or_default()
-                    ),
-                    Some("agent_end") => break,
-                    _ => {}
-                }
+            Some(Event::ToolExecutionEnd { result, .. }) => {
+                println!("  result: {}", joined_text(&result.content))
             }
+            Some(Event::MessageEnd {
+                message: AgentMessage::Assistant(m),
+            }) => println!("assistant: {}", m.text()),
+            Some(Event::AgentEnd { .. }) => return true,
             _ => {}
         }
-    }
+        false
+    })?;
     gjc.close_stdin();
     gjc.wait_exit(Duration::from_secs(5))
         .ok_or("gjc did not exit")?;

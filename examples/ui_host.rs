@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use gjc::client::RpcClient;
+use gjc::client::{Handlers, RpcClient, UiAnswer};
+use gjc::protocol::frame::{Event, Frame};
+use gjc::protocol::message::joined_text;
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -34,43 +36,39 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ])
         .arg(&path)
         .spawn()?;
-    gjc.recv(WAIT)?;
-    gjc.request(
-        json!({"type": "prompt", "message": "Set up a new service."}),
-        WAIT,
-    )?;
-    loop {
-        let f = gjc.recv(WAIT)?.value;
-        if f["type"] == "extension_ui_request" {
-            let reply = match f["method"].as_str() {
-                Some("select") => {
-                    println!("select: {} {}", f["title"], f["options"]);
-                    json!({"type": "extension_ui_response", "id": f["id"], "value": f["options"][1]})
-                }
-                Some("input") => {
-                    println!("input: {}", f["title"]);
-                    json!({"type": "extension_ui_response", "id": f["id"], "value": "ledger"})
-                }
-                Some("confirm") => {
-                    json!({"type": "extension_ui_response", "id": f["id"], "confirmed": true})
-                }
-                _ => {
-                    println!("notice: {f}");
-                    continue;
-                }
-            };
-            gjc.send(&reply)?;
-        } else if f["payload"]["event_type"] == "tool_execution_end" {
-            println!(
-                "ask result:\n{}",
-                f["payload"]["event"]["result"]["content"][0]["text"]
-                    .as_str()
-                    .unwrap_or("")
-            );
-        } else if f["payload"]["event_type"] == "agent_end" {
-            break;
+    gjc.next_frame(WAIT)?;
+    gjc.prompt("Set up a new service.", WAIT)?
+        .data_as::<serde_json::Value>()?;
+
+    let mut handlers = Handlers::new().ui(|request| {
+        let field = |name: &str| request.fields.get(name).cloned().unwrap_or_default();
+        match request.method.as_str() {
+            "select" => {
+                println!("select: {} {}", field("title"), field("options"));
+                UiAnswer::Value(field("options")[1].clone())
+            }
+            "input" => {
+                println!("input: {}", field("title"));
+                UiAnswer::Value("ledger".into())
+            }
+            "confirm" => UiAnswer::Confirmed(true),
+            _ => UiAnswer::Cancelled,
         }
-    }
+    });
+    gjc.serve(&mut handlers, WAIT, |frame| match frame {
+        Frame::ExtensionUiRequest(notice) if !notice.expects_answer() => {
+            println!("notice: {} {:?}", notice.method, notice.fields);
+            false
+        }
+        _ => match frame.event() {
+            Some(Event::ToolExecutionEnd { result, .. }) => {
+                println!("ask result:\n{}", joined_text(&result.content));
+                false
+            }
+            Some(Event::AgentEnd { .. }) => true,
+            _ => false,
+        },
+    })?;
     gjc.close_stdin();
     gjc.wait_exit(Duration::from_secs(5))
         .ok_or("gjc did not exit")?;

@@ -37,36 +37,34 @@ pub fn next_u64() -> u64 {
     })
 }
 
-fn format_uuid(mut bytes: [u8; 16], version: u8) -> String {
-    bytes[6] = (bytes[6] & 0x0f) | (version << 4);
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
-/// A random RFC 4122 version-4 UUID, lower-case and hyphenated.
-pub fn uuid_v4() -> String {
+/// 16 bytes from this thread's generator.
+#[cfg(feature = "agent")]
+fn random_bytes() -> [u8; 16] {
     let mut bytes = [0u8; 16];
     bytes[..8].copy_from_slice(&next_u64().to_le_bytes());
     bytes[8..].copy_from_slice(&next_u64().to_le_bytes());
-    format_uuid(bytes, 4)
+    bytes
+}
+
+/// A random RFC 9562 version-4 UUID, lower-case and hyphenated. `uuid` sets the version and
+/// variant bits and writes the text; the bytes come from [`next_u64`] rather than from `uuid`'s
+/// own `v4`, which asks the OS for randomness on every call: one is made per event frame.
+#[cfg(feature = "agent")]
+pub fn uuid_v4() -> String {
+    uuid::Builder::from_random_bytes(random_bytes())
+        .into_uuid()
+        .to_string()
 }
 
 /// A time-ordered version-7 UUID (session ids sort by creation time).
+#[cfg(feature = "agent")]
 pub fn uuid_v7() -> String {
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&next_u64().to_le_bytes());
-    bytes[8..].copy_from_slice(&next_u64().to_le_bytes());
-    let ms = now_ms();
-    bytes[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
-    format_uuid(bytes, 7)
+    let bytes = random_bytes();
+    let mut rest = [0u8; 10];
+    rest.copy_from_slice(&bytes[..10]);
+    uuid::Builder::from_unix_timestamp_millis(now_ms(), &rest)
+        .into_uuid()
+        .to_string()
 }
 
 /// A short random hex id (tool call ids, entry ids).
@@ -83,38 +81,31 @@ pub fn now_ms() -> u64 {
 }
 
 /// An ISO-8601 UTC timestamp with milliseconds, e.g. `2026-06-05T05:00:00.000Z`.
+#[cfg(feature = "agent")]
 pub fn iso_now() -> String {
     iso_from_ms(now_ms())
 }
 
+/// The timestamp `ms` milliseconds after the epoch, always with three fraction digits (the form
+/// JavaScript's `toISOString` writes, which session files share with their other readers).
+#[cfg(feature = "agent")]
 pub fn iso_from_ms(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
+    let at = i64::try_from(ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .unwrap_or(jiff::Timestamp::MAX);
+    format!("{at:.3}")
 }
 
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+/// Milliseconds since the epoch of an RFC 3339 timestamp (`2026-06-05T05:00:00.000Z`; any
+/// fraction, `Z` or an offset). `None` for anything else or a time before 1970.
+#[cfg(feature = "agent")]
+pub fn ms_from_iso(s: &str) -> Option<u64> {
+    let at: jiff::Timestamp = s.parse().ok()?;
+    u64::try_from(at.as_millisecond()).ok()
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "agent"))]
 mod tests {
     use super::*;
 
@@ -125,12 +116,35 @@ mod tests {
         assert_eq!(&a[14..15], "4");
         assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"));
         assert_ne!(a, uuid_v4());
-        assert_eq!(&uuid_v7()[14..15], "7");
+        let v7 = uuid_v7();
+        assert_eq!(&v7[14..15], "7");
+        assert!(matches!(&v7[19..20], "8" | "9" | "a" | "b"));
+        // The first 48 bits are the creation time in milliseconds.
+        let ms = u64::from_str_radix(&v7[..13].replace('-', ""), 16).unwrap();
+        assert!(now_ms().abs_diff(ms) < 60_000);
     }
 
     #[test]
     fn iso_dates() {
         assert_eq!(iso_from_ms(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(iso_from_ms(1_780_635_600_123), "2026-06-05T05:00:00.123Z");
+        for ms in [0, 951_782_400_123, 1_700_000_000_000, 4_102_444_800_999] {
+            assert_eq!(ms_from_iso(&iso_from_ms(ms)), Some(ms));
+        }
+        assert_eq!(ms_from_iso("1970-01-01T00:00:01Z"), Some(1000));
+        assert_eq!(ms_from_iso("1970-01-01T00:00:00.5Z"), Some(500));
+        assert_eq!(
+            ms_from_iso("2026-06-05T07:00:00+02:00"),
+            Some(1_780_635_600_000)
+        );
+        for bad in [
+            "",
+            "2026-06-05",
+            "2026-06-05T05:00:00.000",
+            "2026-13-05T05:00:00Z",
+            "1969-12-31T23:59:59Z",
+        ] {
+            assert_eq!(ms_from_iso(bad), None, "{bad}");
+        }
     }
 }

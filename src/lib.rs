@@ -12,29 +12,54 @@
 //! ```
 //!
 //! `docs/architecture.md` describes owners, channels and shutdown; `docs/protocol.md` the wire.
+//!
+//! Features: `agent` (the default) is the whole program. `client` alone builds only
+//! [`protocol`] and [`client`], for Rust hosts that drive a `gjc` binary:
+//! `gjc = { version = "0.1", default-features = false, features = ["client"] }`.
 #![deny(clippy::print_stdout)]
 
+#[cfg(feature = "agent")]
 pub mod acp;
+#[cfg(feature = "agent")]
 pub mod app;
+#[cfg(feature = "agent")]
 pub mod cli;
 pub mod client;
+#[cfg(feature = "agent")]
 pub mod control;
+#[cfg(feature = "agent")]
 pub mod entry;
+#[cfg(feature = "agent")]
 pub mod exec;
+#[cfg(feature = "agent")]
 pub mod export_html;
+#[cfg(feature = "agent")]
 pub mod gates;
+#[cfg(feature = "agent")]
 pub mod hooks;
+#[cfg(feature = "agent")]
 pub mod host;
 pub mod ids;
+#[cfg(feature = "agent")]
 pub mod memory;
+#[cfg(feature = "agent")]
 pub mod output;
+#[cfg(feature = "agent")]
 pub mod prompt;
 pub mod protocol;
+#[cfg(feature = "agent")]
 pub mod provider;
+#[cfg(feature = "agent")]
 pub mod registry;
+#[cfg(feature = "agent")]
 pub mod rules;
+#[cfg(feature = "agent")]
 pub mod secrets;
+#[cfg(feature = "agent")]
 pub mod session;
+#[cfg(feature = "agent")]
 pub mod tools;
+#[cfg(feature = "agent")]
 pub mod transport;
+#[cfg(feature = "agent")]
 pub mod workflow;

@@ -1,7 +1,7 @@
 //! Every inbound command of the seed, typed. The `commands!` table below is the single list of
 //! command names: it generates the `Command` enum, its decoder and `Command::NAMES`.
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::message::ImageContent;
@@ -39,7 +39,24 @@ macro_rules! commands {
                 }
             }
         }
+
+        /// The command as a host writes it: `{"type": name, ...fields}` (no `id`).
+        impl Serialize for Command {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self {
+                    $(Command::$variant(params) => Tagged { kind: $name, params }.serialize(s),)*
+                }
+            }
+        }
     };
+}
+
+#[derive(Serialize)]
+struct Tagged<'a, P> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(flatten)]
+    params: &'a P,
 }
 
 fn decode_params<'de, T: Deserialize<'de>, D: Deserializer<'de>>(fields: D) -> Result<T, String> {
@@ -109,10 +126,10 @@ impl Command {
 }
 
 /// Commands without fields. Unknown fields are ignored everywhere, for forward compatibility.
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct NoParams {}
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptParams {
     pub message: String,
@@ -122,7 +139,7 @@ pub struct PromptParams {
     pub streaming_behavior: Option<StreamingBehavior>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 pub enum StreamingBehavior {
     #[serde(rename = "steer")]
     Steer,
@@ -130,37 +147,37 @@ pub enum StreamingBehavior {
     FollowUp,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct MessageParams {
     pub message: String,
     #[serde(default)]
     pub images: Vec<ImageContent>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewSessionParams {
     #[serde(default)]
     pub parent_session: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct GetStateParams {
     #[serde(default)]
     pub include: Vec<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct SetTodosParams {
     pub phases: Vec<Value>,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct SetHostToolsParams {
     pub tools: Vec<HostToolDefinition>,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct HostToolDefinition {
     pub name: String,
     #[serde(default)]
@@ -170,12 +187,12 @@ pub struct HostToolDefinition {
     pub parameters: Value,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct SetHostUriSchemesParams {
     pub schemes: Vec<HostUriSchemeDefinition>,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct HostUriSchemeDefinition {
     pub scheme: String,
     #[serde(default)]
@@ -186,7 +203,7 @@ pub struct HostUriSchemeDefinition {
     pub immutable: bool,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct WorkflowGateResponseParams {
     pub gate_id: String,
     /// Absent means null (the published client leaves a null answer out).
@@ -196,90 +213,90 @@ pub struct WorkflowGateResponseParams {
     pub idempotency_key: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct NegotiateUnattendedParams {
     #[serde(default)]
     pub declaration: Option<Value>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct SetCapabilitiesParams {
     #[serde(default)]
     pub capabilities: Value,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SetModelParams {
     pub provider: String,
     pub model_id: String,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct SetThinkingLevelParams {
     pub level: String,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct ModeParams {
     pub mode: String,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactParams {
     #[serde(default)]
     pub custom_instructions: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct EnabledParams {
     pub enabled: bool,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct BashParams {
     pub command: String,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExportHtmlParams {
     #[serde(default)]
     pub output_path: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SwitchSessionParams {
     pub session_path: String,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BranchParams {
     pub entry_id: String,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct SetSessionNameParams {
     pub name: String,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct ListSessionsParams {
     #[serde(default)]
     pub all: bool,
 }
 
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LoginParams {
     pub provider_id: String,
 }
 
 /// `checkpoint_for_handoff`: the lease the host holds and the lane to hand over.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct CheckpointParams {
     #[serde(default)]
     pub authority: Option<Value>,
@@ -322,6 +339,28 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert!(err.contains("missing field `modelId`"), "{err}");
+    }
+
+    #[test]
+    fn commands_serialize_as_the_decoder_reads_them() {
+        let sent = Command::SetModel(SetModelParams {
+            provider: "openai".into(),
+            model_id: "gpt".into(),
+        });
+        let wire = serde_json::to_value(&sent).unwrap();
+        assert_eq!(
+            wire,
+            json!({"type": "set_model", "provider": "openai", "modelId": "gpt"})
+        );
+        match Command::decode("set_model", wire).unwrap().unwrap() {
+            Command::SetModel(p) => assert_eq!(
+                (p.provider.as_str(), p.model_id.as_str()),
+                ("openai", "gpt")
+            ),
+            other => panic!("{other:?}"),
+        }
+        let abort = serde_json::to_value(Command::Abort(NoParams {})).unwrap();
+        assert_eq!(abort, json!({"type": "abort"}));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Agent session events: the inner `payload.event` of an event frame. The envelope around them is
 //! added by the stdout writer, which alone owns `seq` and `frame_id`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::message::{AgentMessage, StreamEvent, ToolOutput};
@@ -9,7 +9,7 @@ use super::reply::{CompactionResult, TodoTask};
 
 /// How a run ended, precisely (`agent_end.outcome`). `agent_end.stopReason` stays `completed` for
 /// every one of them, as published clients accept only `completed` and `paused` there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Completed,

@@ -277,14 +277,19 @@ impl AssistantMessage {
 
     /// The concatenated text blocks.
     pub fn text(&self) -> String {
-        let mut out = String::new();
-        for c in &self.content {
-            if let Content::Text { text, .. } = c {
-                out.push_str(text);
-            }
-        }
-        out
+        joined_text(&self.content)
     }
+}
+
+/// The text blocks of `content`, concatenated.
+pub fn joined_text(content: &[Content]) -> String {
+    let mut out = String::new();
+    for c in content {
+        if let Content::Text { text, .. } = c {
+            out.push_str(text);
+        }
+    }
+    out
 }
 
 /// One unified streaming delta (`assistantMessageEvent` inside `message_update`).

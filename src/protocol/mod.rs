@@ -9,6 +9,7 @@ pub mod command;
 pub mod decode;
 pub mod event;
 pub mod gate;
+pub mod frame;
 pub mod host_reply;
 pub mod message;
 pub mod outbound;
@@ -19,6 +20,7 @@ pub mod tagged;
 pub use command::Command;
 pub use decode::{decode_line, Inbound, MAX_LINE_BYTES};
 pub use event::AgentEvent;
+pub use frame::{Event, EventFrame, Frame, ResponseFrame};
 pub use host_reply::HostReply;
 pub use outbound::{
     Data, FlatFrame, Outbound, Ready, Response, Show, TypedError, CAPABILITIES, PROTOCOL_VERSION,

@@ -3,7 +3,7 @@
 //! us to wait (`retry-after-ms`, `retry-after` as seconds or an HTTP date). The session's retry
 //! policy only consults the verdict; it never reads provider errors itself.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// The longest provider-requested wait gjc honours, unless `GJC_RETRY_AFTER_MAX_MS` says otherwise.
 /// A minute keeps an interactive agent responsive; a provider asking for more (daily quotas,
@@ -166,67 +166,13 @@ fn non_negative(v: &str) -> Option<f64> {
 /// An HTTP date in any of the three forms a recipient must accept (RFC 9110 §5.6.7):
 /// `Sun, 06 Nov 1994 08:49:37 GMT`, `Sunday, 06-Nov-94 08:49:37 GMT`, `Sun Nov  6 08:49:37 1994`.
 pub fn parse_http_date(s: &str) -> Option<SystemTime> {
-    let s = s.trim();
-    // Drop the weekday: it carries nothing the rest does not.
-    let (_, rest) = s.split_once([',', ' '])?;
-    let fields: Vec<&str> = rest.split([' ', '-']).filter(|f| !f.is_empty()).collect();
-    let (day, month, year, time) = match fields.as_slice() {
-        // IMF-fixdate and RFC 850: day month year time GMT
-        [day, month, year, time, "GMT"] => (*day, *month, *year, *time),
-        // asctime: month day time year
-        [month, day, time, year] => (*day, *month, *year, *time),
-        _ => return None,
-    };
-    let day: u32 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
-    let month = month_number(month)?;
-    let year = full_year(year)?;
-    let secs = time_of_day(time)?;
-    let days = days_from_civil(year, month, day);
-    let total = days.checked_mul(86_400)?.checked_add(i64::from(secs))?;
-    let total = u64::try_from(total).ok()?;
-    UNIX_EPOCH.checked_add(Duration::from_secs(total))
-}
-
-fn month_number(name: &str) -> Option<u32> {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    MONTHS.iter().position(|m| *m == name).map(|i| i as u32 + 1)
-}
-
-/// Four digits as is; RFC 850's two digits in the nearest century that is not far in the future
-/// (00–69 → 2000s, 70–99 → 1900s, which is what the 50-year rule gives for the coming decades).
-fn full_year(year: &str) -> Option<i64> {
-    let y: i64 = year.parse().ok()?;
-    match year.len() {
-        4 => Some(y),
-        2 if y < 70 => Some(2000 + y),
-        2 => Some(1900 + y),
-        _ => None,
-    }
-}
-
-fn time_of_day(time: &str) -> Option<u32> {
-    let mut parts = time.split(':').map(|p| p.parse::<u32>().ok());
-    let (h, m, s) = (parts.next()??, parts.next()??, parts.next()??);
-    (parts.next().is_none() && h < 24 && m < 60 && s < 61).then_some(h * 3600 + m * 60 + s)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date: count from a year starting in March, so
-/// the leap day is the last day of the counting year.
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y - era * 400;
-    let m = i64::from(month);
-    let day_of_year = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
+    httpdate::parse_http_date(s.trim()).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)

@@ -464,11 +464,17 @@ impl SessionLoop {
             .catalog
             .api_key(provider)
             .map_err(|_| ErrorValue::from(format!("No API key for {provider}/{model_id}")))?;
-        self.state.model = Some(model.clone());
-        self.apply_thinking(self.state.thinking);
-        self.registry_update();
+        self.switch_model(model.clone());
         // The model object itself is the payload.
         data(&model.info())
+    }
+
+    /// Makes `model` current: the thinking level is clamped to it (announced when it changes)
+    /// and the registry record names it.
+    fn switch_model(&mut self, model: catalog::Model) {
+        self.state.model = Some(model);
+        self.apply_thinking(self.state.thinking);
+        self.registry_update();
     }
 
     /// The next available model (the current one when it is the only one).
@@ -489,9 +495,7 @@ impl SessionLoop {
                 .position(|a| a.provider == m.provider && a.id == m.id)
         });
         let next = available[current.map_or(0, |i| (i + 1) % available.len())].clone();
-        self.state.model = Some(next.clone());
-        self.apply_thinking(self.state.thinking);
-        self.registry_update();
+        self.switch_model(next.clone());
         data(&reply::CycledModel {
             model: next.info(),
             thinking_level: self.state.thinking,

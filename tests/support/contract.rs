@@ -74,7 +74,8 @@ impl Contract {
         let Ok(value) = serde_json::from_str::<Value>(line) else {
             return; // already reported by `check`
         };
-        if let Err(e) = super::schemas::schemas().check(&value) {
+        let typed = typed_frame(line);
+        if let Err(e) = super::schemas::schemas().check(&value).and(typed) {
             let snippet: String = line.chars().take(300).collect();
             let mut state = self.state.lock().unwrap();
             state
@@ -86,6 +87,32 @@ impl Contract {
     pub fn violations(&self) -> Vec<String> {
         self.state.lock().unwrap().violations.clone()
     }
+}
+
+/// The frame read with the typed form a Rust host uses (`gjc::protocol::frame`), which must
+/// know every frame and event type gjc writes.
+fn typed_frame(line: &str) -> Result<(), String> {
+    use gjc::protocol::frame::{Delta, Event, Frame};
+    let frame =
+        Frame::parse(line).map_err(|e| format!("gjc::protocol::Frame cannot read it: {e}"))?;
+    let Frame::Event(e) = frame else {
+        return Ok(());
+    };
+    let delta = e
+        .payload
+        .assistant_message_event
+        .as_ref()
+        .or(match &e.payload.event {
+            Some(Event::MessageUpdate {
+                assistant_message_event,
+                ..
+            }) => Some(assistant_message_event),
+            _ => None,
+        });
+    if matches!(e.payload.event, Some(Event::Unknown)) || matches!(delta, Some(Delta::Unknown)) {
+        return Err("gjc::protocol::Event does not know this event or delta type".into());
+    }
+    Ok(())
 }
 
 impl State {

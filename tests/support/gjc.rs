@@ -99,7 +99,9 @@ impl GjcBuilder {
             .env_remove("GEMINI_API_KEY")
             .env_remove("GOOGLE_API_KEY")
             .current_dir(&project)
-            .forward_stderr("[gjc] ");
+            .forward_stderr("[gjc] ")
+            // Tests write floods before reading; backpressure is measured in gjc, not here.
+            .unbounded_read_ahead();
         if let Some(base) = &self.base_url {
             write_models_json(&agent, base);
         }
