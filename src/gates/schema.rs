@@ -472,14 +472,16 @@ mod tests {
             .iter()
             .map(|e| (e.path.clone(), e.keyword.clone()))
             .collect();
+        // In the schema's property order, as JavaScript walks an object (serde_json keeps object
+        // order in this build: `preserve_order` is on through the ACP schema crate).
         let want = [
-            ("#/n", "minimum"),
-            ("#/s", "minLength"),
-            ("#/s", "pattern"),
             ("#/selected", "maxItems"),
             ("#/selected", "uniqueItems"),
             ("#/selected/0", "enum"),
             ("#/selected/1", "enum"),
+            ("#/n", "minimum"),
+            ("#/s", "minLength"),
+            ("#/s", "pattern"),
             ("#/z", "additionalProperties"),
         ];
         assert_eq!(summary, want.map(|(p, k)| (p.to_string(), k.to_string())));

@@ -351,13 +351,14 @@ impl Read for BodyReader {
     }
 }
 
-/// The cache breakpoint Anthropic reads on a block; its key sorts before every key of a block,
-/// so it goes right after the block's opening brace, where serde_json's sorted maps put it.
+/// The cache breakpoint Anthropic reads on a block; it goes right after the block's opening brace
+/// (key order carries no meaning in JSON; what matters for the provider's prompt cache is that the
+/// same history is written with the same bytes on every request, which the cached pieces ensure).
 const CACHE_CONTROL: &[u8] = br#""cache_control":{"type":"ephemeral"}"#;
 
 /// The request body: the object `head` (which has no `key`) with `key` set to an array of
-/// `prefix` followed by the history, written the way serde_json writes the same tree (keys in
-/// order, no spaces).
+/// `prefix` followed by the history: the same JSON value serde_json would write for one tree (no
+/// spaces; `key` placed before the first head key that sorts after it).
 pub fn assemble(head: &Map<String, Value>, key: &str, prefix: &[Value], history: &History) -> Body {
     let mut body = Body::default();
     body.push(b"{");
