@@ -88,7 +88,10 @@ mod tests {
     #[test]
     fn workflow_stages_are_commands_the_session_starts() {
         let skills = vec![skill("ralplan"), skill("review")];
-        assert_eq!(expand("/ralplan add a cache", &skills), "/ralplan add a cache");
+        assert_eq!(
+            expand("/ralplan add a cache", &skills),
+            "/ralplan add a cache"
+        );
         let value = serde_json::to_value(available(&skills)).unwrap();
         let names: Vec<&str> = value["availableCommands"]
             .as_array()

@@ -8,8 +8,8 @@
 pub mod command;
 pub mod decode;
 pub mod event;
-pub mod gate;
 pub mod frame;
+pub mod gate;
 pub mod host_reply;
 pub mod message;
 pub mod outbound;

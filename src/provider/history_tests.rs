@@ -194,8 +194,7 @@ fn assembled_bodies_are_the_same_json_as_one_tree_for_every_api() {
             // order in this build (`preserve_order`, enabled by the ACP schema crate), and the
             // assembled body writes each piece's keys as that piece was encoded.
             let parsed: Value = serde_json::from_slice(&fresh).unwrap();
-            let reference: Value =
-                serde_json::from_slice(&reference_body(&req, &fresh)).unwrap();
+            let reference: Value = serde_json::from_slice(&reference_body(&req, &fresh)).unwrap();
             assert_eq!(parsed, reference, "{api:?} with {n} messages");
         }
     }
