@@ -8,35 +8,46 @@
 
 use std::time::Duration;
 
-use gjc::client::RpcClient;
+use gjc::client::{Handlers, RpcClient};
+use gjc::protocol::command::{Command, NegotiateUnattendedParams};
+use gjc::protocol::frame::{Event, Frame};
+use gjc::protocol::gate::WorkflowGate;
+use gjc::protocol::message::joined_text;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(60);
 
 /// The policy: plans must say how they are verified and must not delete anything; questions get
 /// their recommended option (else the first).
-fn policy(gate: &Value) -> Value {
-    match gate["kind"].as_str() {
-        Some("approval") | Some("execution") => {
-            let plan = gate["context"]["plan"]
-                .as_str()
-                .or(gate["context"]["summary"].as_str())
+fn policy(gate: &WorkflowGate) -> Value {
+    match gate.kind.as_str() {
+        kind @ ("approval" | "execution") => {
+            let plan = gate
+                .context
+                .get("plan")
+                .or(gate.context.get("summary"))
+                .and_then(Value::as_str)
                 .unwrap_or("");
             if plan.contains("rm -rf") {
-                json!({"decision": if gate["kind"] == "approval" { "reject" } else { "decline" }, "comments": "no deletions"})
-            } else if gate["kind"] == "approval" && !plan.contains("verify") {
+                let no = if kind == "approval" {
+                    "reject"
+                } else {
+                    "decline"
+                };
+                json!({"decision": no, "comments": "no deletions"})
+            } else if kind == "approval" && !plan.contains("verify") {
                 json!({"decision": "request-changes", "comments": "say how the change is verified"})
             } else {
                 json!({"decision": "approve"})
             }
         }
         _ => {
-            let options = gate["options"].as_array().cloned().unwrap_or_default();
+            let options = gate.options.as_deref().unwrap_or_default();
             let pick = options
                 .iter()
-                .find(|o| o["description"] == "recommended")
+                .find(|o| o.description.as_deref() == Some("recommended"))
                 .or(options.first())
-                .map(|o| o["label"].clone());
+                .map(|o| o.label.clone());
             match pick {
                 Some(label) => json!({"selected": [label]}),
                 None => json!({"selected": [], "other": true, "custom": "use your judgement"}),
@@ -70,65 +81,57 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .args(["--provider", "scripted", "--script"])
         .arg(&path)
         .spawn()?;
-    gjc.recv(WAIT)?;
+    gjc.next_frame(WAIT)?; // ready
     let declaration = json!({"actor": "ci/release-bot",
         "budget": {"max_tokens": 200000, "max_tool_calls": 50, "max_wall_time_ms": 60000, "max_cost_usd": 1},
         "scopes": ["prompt", "control", "message:read", "bash"],
         "action_allowlist": ["command.prompt", "command.control", "command.message_read", "bash.readonly", "file.write"]});
-    let accepted = gjc.request(
-        json!({"type": "negotiate_unattended", "declaration": declaration}),
-        WAIT,
-    )?;
-    println!("negotiated: {}", accepted["data"]);
-    gjc.request(
-        json!({"type": "prompt", "message": "/ralplan bump VERSION to 2"}),
-        WAIT,
-    )?;
-    loop {
-        let frame = gjc.wait_for(
-            |f| {
-                f["type"] == "workflow_gate"
-                    || (f["type"] == "event"
-                        && matches!(
-                            f["payload"]["event_type"].as_str(),
-                            Some("agent_end" | "tool_execution_end")
-                        ))
-            },
-            WAIT,
-        )?;
-        if frame["type"] == "workflow_gate" {
-            let answer = policy(&frame);
-            let reply = gjc.request(
-                json!({"type": "workflow_gate_response", "gate_id": frame["gate_id"], "answer": answer,
-                       "idempotency_key": format!("ci-{}", frame["gate_id"].as_str().unwrap_or(""))}),
-                WAIT,
-            )?;
-            println!(
-                "gate {} ({} {}): answered {answer} -> {}",
-                frame["gate_id"], frame["stage"], frame["kind"], reply["data"]["status"]
-            );
-            continue;
+    let negotiate = NegotiateUnattendedParams {
+        declaration: Some(declaration),
+    };
+    let accepted = gjc.call(Command::NegotiateUnattended(negotiate), WAIT)?;
+    println!("negotiated: {}", accepted.data_as::<Value>()?);
+    gjc.prompt("/ralplan bump VERSION to 2", WAIT)?;
+    // Every gate is answered by the policy; the run is told tool by tool until it ends.
+    let mut handlers = Handlers::new().gate(|gate| {
+        let answer = policy(gate);
+        println!(
+            "gate {} ({} {}): answered {answer}",
+            gate.gate_id, gate.stage, gate.kind
+        );
+        answer
+    });
+    gjc.serve(&mut handlers, WAIT, |frame| match frame {
+        Frame::Response(r) if r.command == "workflow_gate_response" => {
+            let status = r.data_as::<Value>().map(|d| d["status"].clone());
+            println!("  -> {}", status.unwrap_or_default());
+            false
         }
-        let event = &frame["payload"]["event"];
-        if event["type"] == "tool_execution_end" {
-            let text = event["result"]["content"][0]["text"].as_str().unwrap_or("");
-            let first = text.lines().next().unwrap_or("");
-            println!(
-                "tool {} ({}): {first}",
-                event["toolName"],
-                if event["isError"] == true {
-                    "error"
-                } else {
-                    "ok"
-                }
-            );
-            continue;
-        }
-        println!("run ended: outcome {}", event["outcome"]);
-        break;
-    }
-    let state = gjc.request(json!({"type": "get_state"}), WAIT)?;
-    println!("budget used: {}", state["data"]["unattended"]["used"]);
+        _ => match frame.event() {
+            Some(Event::ToolExecutionEnd {
+                tool_name,
+                result,
+                is_error,
+                ..
+            }) => {
+                let text = joined_text(&result.content);
+                let first = text.lines().next().unwrap_or("");
+                let how = if *is_error { "error" } else { "ok" };
+                println!("tool {tool_name} ({how}): {first}");
+                false
+            }
+            Some(Event::AgentEnd { outcome, .. }) => {
+                println!("run ended: outcome {outcome:?}");
+                true
+            }
+            _ => false,
+        },
+    })?;
+    let state = gjc.call(Command::GetState(Default::default()), WAIT)?;
+    println!(
+        "budget used: {}",
+        state.data_as::<Value>()?["unattended"]["used"]
+    );
     println!(
         "VERSION: {:?}",
         std::fs::read_to_string(project.path().join("VERSION")).ok()

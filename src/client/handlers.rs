@@ -1,5 +1,5 @@
 //! Answers to the agent's callbacks, given as closures: host tool calls (by tool name), host URI
-//! requests and UI requests. Any other callback frame (workflow gates, for one) plugs in as a
+//! requests, UI requests and workflow gates. Any other callback frame plugs in as a
 //! [`Callback`]. [`super::RpcClient::serve`] calls them as the frames arrive.
 
 use std::collections::HashMap;
@@ -8,8 +8,9 @@ use std::process::ChildStdin;
 use serde_json::Value;
 
 use super::ClientError;
-use crate::protocol::command::Command;
+use crate::protocol::command::{Command, WorkflowGateResponseParams};
 use crate::protocol::frame::{Frame, HostToolCall, HostUriRequest, UiRequestFrame};
+use crate::protocol::gate::WorkflowGate;
 use crate::protocol::host_reply::{
     HostReply, HostToolResult, HostToolUpdate, HostUriResult, UiResponse,
 };
@@ -27,8 +28,8 @@ pub enum Answer {
 /// An answer for callback frames the built-in handlers do not cover. `answer` returns `None`
 /// for a frame it does not handle, so several can be registered side by side.
 ///
-/// A workflow-gate handler is one of these: it recognises `Frame::WorkflowGate` and answers with
-/// `Answer::Command(Command::WorkflowGateResponse(..))`.
+/// [`Handlers::gate`] covers workflow gates; a `Callback` that recognises `Frame::WorkflowGate`
+/// and answers with `Answer::Command(Command::WorkflowGateResponse(..))` replaces it.
 pub trait Callback {
     fn answer(&mut self, frame: &Frame) -> Option<Answer>;
 }
@@ -94,6 +95,7 @@ impl Progress<'_> {
 type ToolFn<'a> = Box<dyn FnMut(&HostToolCall, &mut Progress) -> ToolOutput + 'a>;
 type UriFn<'a> = Box<dyn FnMut(&HostUriRequest) -> Result<UriContent, String> + 'a>;
 type UiFn<'a> = Box<dyn FnMut(&UiRequestFrame) -> UiAnswer + 'a>;
+type GateFn<'a> = Box<dyn FnMut(&WorkflowGate) -> Value + 'a>;
 
 /// The closures that answer callbacks. Whatever has no handler gets an answer anyway, so the
 /// agent never waits for a host that will not reply: an unknown tool or scheme an error result,
@@ -124,6 +126,7 @@ pub struct Handlers<'a> {
     tools: HashMap<String, ToolFn<'a>>,
     uri: Option<UriFn<'a>>,
     ui: Option<UiFn<'a>>,
+    gate: Option<GateFn<'a>>,
     others: Vec<Box<dyn Callback + 'a>>,
 }
 
@@ -161,8 +164,17 @@ impl<'a> Handlers<'a> {
         self
     }
 
-    /// Adds a handler for other callback frames (workflow gates). It is asked after the
-    /// built-in ones, in the order added.
+    /// Answers `workflow_gate` frames: the closure returns the answer, sent as a
+    /// `workflow_gate_response` with the idempotency key `gate-<gate_id>` (so a resent answer
+    /// replays instead of resolving twice). Its response arrives like any other frame; an answer
+    /// the gate's schema rejects leaves the gate pending (`data.status:"rejected"`).
+    pub fn gate(mut self, run: impl FnMut(&WorkflowGate) -> Value + 'a) -> Self {
+        self.gate = Some(Box::new(run));
+        self
+    }
+
+    /// Adds a handler for other callback frames. It is asked after the built-in ones, in the
+    /// order added.
     pub fn on(mut self, callback: impl Callback + 'a) -> Self {
         self.others.push(Box::new(callback));
         self
@@ -180,8 +192,18 @@ impl<'a> Handlers<'a> {
             Frame::ExtensionUiRequest(request) if request.expects_answer() => {
                 Some(self.run_ui(request))
             }
+            Frame::WorkflowGate(gate) if self.gate.is_some() => Some(self.run_gate(gate)),
             _ => self.others.iter_mut().find_map(|c| c.answer(frame)),
         }
+    }
+
+    fn run_gate(&mut self, gate: &WorkflowGate) -> Answer {
+        let run = self.gate.as_mut().expect("checked by the caller");
+        Answer::Command(Command::WorkflowGateResponse(WorkflowGateResponseParams {
+            gate_id: gate.gate_id.clone(),
+            answer: run(gate),
+            idempotency_key: Some(format!("gate-{}", gate.gate_id)),
+        }))
     }
 
     fn run_tool(&mut self, call: &HostToolCall, stdin: Option<&mut ChildStdin>) -> Answer {
@@ -318,7 +340,25 @@ mod tests {
             (v["isError"].clone(), v["error"].clone()),
             (true.into(), "db://x missing".into())
         );
-        let gate = frame(r#"{"type":"workflow_gate","gate_id":"g"}"#);
+        let gate = frame(GATE);
         assert!(matches!(h.answer(&gate, None), Some(Answer::Nothing)));
+    }
+
+    const GATE: &str = r#"{"type":"workflow_gate","gate_id":"wg_1a2b3c4d_ralplan_000001","stage":"ralplan","kind":"approval","schema":{"type":"object"},"schema_hash":"00","context":{"summary":"plan"},"created_at":"2026-01-01T00:00:00.000Z","required":true}"#;
+
+    #[test]
+    fn gates_are_answered_with_an_idempotent_response() {
+        let mut h = Handlers::new().gate(|g| serde_json::json!({"decision": g.kind}));
+        let Some(Answer::Command(command)) = h.answer(&frame(GATE), None) else {
+            panic!("a gate gets a command");
+        };
+        assert_eq!(
+            serde_json::to_value(&command).unwrap(),
+            serde_json::json!({"type": "workflow_gate_response",
+                "gate_id": "wg_1a2b3c4d_ralplan_000001", "answer": {"decision": "approval"},
+                "idempotency_key": "gate-wg_1a2b3c4d_ralplan_000001"})
+        );
+        // Without a gate handler, a gate is left to the caller.
+        assert!(Handlers::new().answer(&frame(GATE), None).is_none());
     }
 }

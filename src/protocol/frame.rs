@@ -28,7 +28,7 @@ pub enum Frame {
     HostUriRequest(HostUriRequest),
     HostUriCancel(HostCancel),
     /// A workflow gate: the agent waits for a `workflow_gate_response` command.
-    WorkflowGate(Value),
+    WorkflowGate(Box<super::gate::WorkflowGate>),
 }
 
 impl Frame {
