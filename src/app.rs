@@ -11,6 +11,7 @@ use crate::cli::{self, Args};
 use crate::protocol::Outbound;
 use crate::provider::catalog::{clamp_thinking, Catalog, Model};
 use crate::provider::scripted::Script;
+use crate::session::project::ProjectOptions;
 use crate::session::queue::Queues;
 use crate::session::retry::RetryPolicy;
 use crate::session::state::Session;
@@ -78,23 +79,18 @@ pub fn run(args: Args, parent: Parent) -> i32 {
         Ok(m) => m,
         Err(e) => return fatal(&e),
     };
-    let rules = if args.no_rules {
-        crate::rules::RuleSet::default()
-    } else {
-        let (rules, warnings) = crate::rules::RuleSet::load(&agent_dir, &cwd);
-        warnings.iter().for_each(|w| log::warn!("{w}"));
-        rules
-    };
-    let system_prompt = prompt::build(&prompt::PromptOptions {
-        cwd: &cwd,
-        agent_dir: &agent_dir,
-        tools: &tools.specs(),
-        replace: args.system_prompt.as_deref(),
-        append: args.append_system_prompt.as_deref(),
+    let project = ProjectOptions {
+        agent_dir: agent_dir.clone(),
+        replace: args.system_prompt.clone(),
+        append: args.append_system_prompt.clone(),
         rules: !args.no_rules,
-        rule_set: &rules,
         skills: !args.no_skills,
-    });
+        fixed_session_dir: args.session_dir.clone(),
+    };
+    let crate::session::project::Loaded {
+        system_prompt,
+        rules,
+    } = project.load(&cwd, &tools.specs());
     let session_id = args
         .provider_session_id
         .clone()
@@ -102,10 +98,7 @@ pub fn run(args: Args, parent: Parent) -> i32 {
     let thinking = clamp_thinking(args.thinking.as_deref().unwrap_or("off"), model.as_ref());
     let script = args.script.as_ref().map(|p| Script::load(p).map(Arc::new));
     let sessions_root = agent_dir.join("sessions");
-    let session_dir = args
-        .session_dir
-        .clone()
-        .unwrap_or_else(|| crate::session::store::cwd_dir(&sessions_root, &cwd));
+    let session_dir = project.session_dir(&sessions_root, &cwd);
     let store = if args.no_session {
         crate::session::store::Store::in_memory(&session_id, &cwd)
     } else {
@@ -131,6 +124,7 @@ pub fn run(args: Args, parent: Parent) -> i32 {
         store,
         session_dir,
         sessions_root,
+        project,
         workflow: Default::default(),
     };
     serve(state, &args, session_id, parent)
@@ -248,6 +242,13 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
             session: session_id,
             skills,
             models,
+            projects: crate::acp::sessions::Projects {
+                agent_dir: cli::agent_dir(),
+                sessions_root: cli::agent_dir().join("sessions"),
+                fixed_dir: args.session_dir.clone(),
+                persistent: !args.no_session,
+                skills: !args.no_skills,
+            },
         };
         let front = crate::acp::start(connections, stdin::default_max_line());
         writer = Some(spawn_writer(

@@ -68,6 +68,11 @@ impl Registry {
         }
     }
 
+    /// The session moved to another folder; the next record names it.
+    pub fn set_cwd(&mut self, cwd: &Path) {
+        self.cwd = cwd.display().to_string();
+    }
+
     /// Removes this process's record (at exit).
     pub fn remove(&mut self) {
         if let Some(path) = self.current.take() {

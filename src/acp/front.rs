@@ -11,13 +11,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use agent_client_protocol_schema::v1::{
     AgentCapabilities, AuthenticateResponse, ClientCapabilities, ContentBlock,
     EmbeddedResourceResource, Error, Implementation, InitializeRequest, InitializeResponse,
-    LoadSessionRequest, LoadSessionResponse, McpCapabilities, NewSessionRequest,
-    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, RequestId,
+    McpCapabilities, PromptCapabilities, PromptRequest, PromptResponse, RequestId,
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
     SessionMode, SessionModeState, SessionNotification, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, ToolCallStatus,
@@ -70,25 +69,19 @@ const PERMISSIONS: &[(&str, &str, &str)] = &[
 ];
 
 /// What a session command's response is for.
-enum Waiting {
+pub(super) enum Waiting {
     /// Nothing waits on it (a cancellation, a policy change).
     Nobody,
     /// The prompt's acceptance; its answer comes with `agent_end`.
     Prompt,
-    /// `session/new`: `get_state` gives the session id.
-    NewSession(RequestId, bool),
     /// `session/set_config_option` for the model: the chosen `provider/id`.
     SetModel(RequestId, String),
-    /// `session/load`, step 1: the session's file among `list_sessions`.
-    LoadFind(RequestId, String),
-    /// Step 2: the switch to the session with this id.
-    LoadSwitch(RequestId, String),
-    /// Step 3: the messages to replay.
-    LoadReplay(RequestId),
+    /// A step of opening, resuming or closing a session (`sessions.rs`).
+    Session(super::sessions::Step),
 }
 
 /// The `session/prompt` in flight.
-struct Turn {
+pub(super) struct Turn {
     id: RequestId,
     cancelled: bool,
     /// The prompt command has been accepted by the session (its run has started).
@@ -107,16 +100,20 @@ pub struct Front<W: Write> {
     pub(super) host: Sender<HostRequest>,
     pub(super) cwd: PathBuf,
     pub(super) client: ClientCapabilities,
-    /// The session's id, as the client knows it.
+    /// The id of the session served, as the client knows it (empty once it is closed).
     pub(super) session: String,
+    /// Sessions opened on this connection and not closed since.
+    pub(super) known: HashSet<String>,
+    /// Where stored sessions and a project's skills are found.
+    pub(super) projects: super::sessions::Projects,
     /// A prompt or load has used the session gjc started with.
-    session_used: bool,
+    pub(super) session_used: bool,
     next_id: u64,
     pub(super) next_client_id: i64,
-    /// The skills offered as slash commands.
-    skills: Vec<crate::prompt::Skill>,
+    /// The skills offered as slash commands (the project's and the user's).
+    pub(super) skills: Vec<crate::prompt::Skill>,
     waiting: HashMap<String, Waiting>,
-    turn: Option<Turn>,
+    pub(super) turn: Option<Turn>,
     pub(super) shown: HashMap<String, Shown>,
     pub(super) outgoing: HashMap<RequestId, super::callbacks::Outgoing>,
     /// Tools the user allowed for the rest of the session ("allow always").
@@ -145,6 +142,8 @@ impl<W: Write> Front<W> {
             cwd: c.cwd,
             client: ClientCapabilities::default(),
             session: c.session,
+            known: HashSet::new(),
+            projects: c.projects,
             session_used: false,
             next_id: 0,
             next_client_id: 0,
@@ -215,6 +214,17 @@ impl<W: Write> Front<W> {
             "authenticate" => self.wire.respond(id, Ok(AuthenticateResponse::new())),
             "session/new" => self.with(id, params, Self::new_session),
             "session/load" => self.with(id, params, Self::load_session),
+            "session/resume" => self.with(id, params, Self::resume_session),
+            "session/list" => self.with(id, params, Self::list_sessions),
+            "session/close" => self.with(id, params, Self::close_session),
+            "session/delete" => self.with(id, params, Self::delete_session),
+            // Not advertised: keys come from the environment, so there is no sign-in to end,
+            // and new sessions would not need one after it.
+            "logout" => self.wire.respond::<()>(
+                id,
+                Err(Error::method_not_found()
+                    .data("gjc has no sign-in: API keys come from the environment or models.json")),
+            ),
             "session/prompt" => self.with(id, params, Self::prompt),
             "session/set_mode" => self.with(id, params, Self::set_mode),
             "session/set_config_option" => self.with(id, params, Self::set_config_option),
@@ -262,7 +272,8 @@ impl<W: Write> Front<W> {
         let capabilities = AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
-            .mcp_capabilities(McpCapabilities::new());
+            .mcp_capabilities(McpCapabilities::new())
+            .session_capabilities(super::sessions::capabilities());
         let response = InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(capabilities)
             .auth_methods(Vec::new())
@@ -272,50 +283,6 @@ impl<W: Write> Front<W> {
         self.wire.respond(id, Ok(response))?;
         self.send_policy();
         Ok(())
-    }
-
-    fn new_session(&mut self, id: RequestId, p: NewSessionRequest) -> std::io::Result<()> {
-        if let Err(e) = self.check_cwd(&p.cwd) {
-            return self.wire.respond::<()>(id, Err(e));
-        }
-        if self.turn.is_some() {
-            return self.wire.respond::<()>(id, Err(busy()));
-        }
-        let mcp = !p.mcp_servers.is_empty();
-        // The session gjc started with serves the first `session/new`; later ones start afresh.
-        if self.session_used {
-            self.command("new_session", json!({}), Waiting::Nobody);
-        }
-        self.session_used = true;
-        self.command("get_state", json!({}), Waiting::NewSession(id, mcp));
-        Ok(())
-    }
-
-    fn load_session(&mut self, id: RequestId, p: LoadSessionRequest) -> std::io::Result<()> {
-        if let Err(e) = self.check_cwd(&p.cwd) {
-            return self.wire.respond::<()>(id, Err(e));
-        }
-        if self.turn.is_some() {
-            return self.wire.respond::<()>(id, Err(busy()));
-        }
-        self.session_used = true;
-        let wanted = p.session_id.0.to_string();
-        self.command("list_sessions", json!({}), Waiting::LoadFind(id, wanted));
-        Ok(())
-    }
-
-    /// gjc serves one project per process: the folder it was started in (`--cwd`).
-    fn check_cwd(&self, cwd: &Path) -> Result<(), Error> {
-        let same = std::fs::canonicalize(cwd).is_ok_and(|c| c == self.cwd);
-        if same {
-            Ok(())
-        } else {
-            Err(Error::invalid_params().data(format!(
-                "this gjc serves {}; start one per project (--cwd) for {}",
-                self.cwd.display(),
-                cwd.display()
-            )))
-        }
     }
 
     fn prompt(&mut self, id: RequestId, p: PromptRequest) -> std::io::Result<()> {
@@ -345,7 +312,7 @@ impl<W: Write> Front<W> {
         Ok(())
     }
 
-    fn cancel(&mut self) {
+    pub(super) fn cancel(&mut self) {
         let Some(turn) = &mut self.turn else { return };
         turn.cancelled = true;
         self.abort();
@@ -415,7 +382,7 @@ impl<W: Write> Front<W> {
         }
     }
 
-    fn modes(&self) -> SessionModeState {
+    pub(super) fn modes(&self) -> SessionModeState {
         let modes = MODES
             .iter()
             .map(|(id, name, description)| {
@@ -425,7 +392,7 @@ impl<W: Write> Front<W> {
         SessionModeState::new(self.mode, modes)
     }
 
-    fn config_options(&self) -> Vec<SessionConfigOption> {
+    pub(super) fn config_options(&self) -> Vec<SessionConfigOption> {
         let values: Vec<SessionConfigSelectOption> = PERMISSIONS
             .iter()
             .map(|(id, name, description)| {
@@ -482,7 +449,7 @@ impl<W: Write> Front<W> {
 
     /// Sends a session command; its response comes back through `waiting`. Never blocks: with
     /// the command lane full (the session behind on a flood of requests) the request fails.
-    fn command(&mut self, name: &str, fields: Value, then: Waiting) {
+    pub(super) fn command(&mut self, name: &str, fields: Value, then: Waiting) {
         let id = self.next_command_id();
         let command = match Command::decode(name, fields) {
             Some(Ok(c)) => c,
@@ -516,11 +483,8 @@ impl<W: Write> Front<W> {
                 Some(turn) => turn.id,
                 None => return,
             },
-            Waiting::NewSession(id, _)
-            | Waiting::LoadFind(id, _)
-            | Waiting::LoadSwitch(id, _)
-            | Waiting::LoadReplay(id)
-            | Waiting::SetModel(id, _) => id,
+            Waiting::Session(step) => step.request(),
+            Waiting::SetModel(id, _) => id,
         };
         if let Err(e) = self.wire.respond::<()>(id, Err(error)) {
             log::info!("stdout closed: {e}");
@@ -571,14 +535,7 @@ impl<W: Write> Front<W> {
                 }
                 Ok(())
             }
-            Waiting::NewSession(id, mcp) => self.session_created(id, &data, mcp),
-            Waiting::LoadFind(id, wanted) => self.load_found(id, &data, &wanted),
-            Waiting::LoadSwitch(id, session) => {
-                self.session = session;
-                self.command("get_messages", json!({}), Waiting::LoadReplay(id));
-                Ok(())
-            }
-            Waiting::LoadReplay(id) => self.replay(id, &data),
+            Waiting::Session(step) => self.session_step(step, &data),
             Waiting::SetModel(id, model) => {
                 self.model = Some(model);
                 let options = self.config_options();
@@ -586,64 +543,6 @@ impl<W: Write> Front<W> {
                     .respond(id, Ok(SetSessionConfigOptionResponse::new(options)))
             }
         }
-    }
-
-    fn session_created(&mut self, id: RequestId, state: &Value, mcp: bool) -> std::io::Result<()> {
-        let Some(session) = state["sessionId"].as_str() else {
-            return self.wire.respond::<()>(id, Err(Error::internal_error()));
-        };
-        self.session = session.to_string();
-        self.shown.clear();
-        // "Always allow" holds for the session it was given in.
-        self.always.clear();
-        let response = NewSessionResponse::new(session.to_string())
-            .modes(self.modes())
-            .config_options(self.config_options());
-        self.wire.respond(id, Ok(response))?;
-        if mcp {
-            self.notice("gjc does not connect to MCP servers; the ones listed were not started")?;
-        }
-        self.available_commands()
-    }
-
-    fn load_found(&mut self, id: RequestId, list: &Value, wanted: &str) -> std::io::Result<()> {
-        let path = list["sessions"].as_array().and_then(|sessions| {
-            sessions
-                .iter()
-                .find(|s| s["id"].as_str() == Some(wanted))
-                .and_then(|s| s["path"].as_str())
-        });
-        match path {
-            Some(path) => {
-                let fields = json!({"sessionPath": path});
-                let then = Waiting::LoadSwitch(id, wanted.to_string());
-                self.command("switch_session", fields, then);
-                Ok(())
-            }
-            None => self
-                .wire
-                .respond::<()>(id, Err(Error::session_not_found(wanted.to_string()))),
-        }
-    }
-
-    /// Replays the loaded history as updates, then answers `session/load`.
-    fn replay(&mut self, id: RequestId, data: &Value) -> std::io::Result<()> {
-        let messages: Vec<AgentMessage> =
-            serde_json::from_value(data["messages"].clone()).unwrap_or_default();
-        self.shown.clear();
-        self.always.clear();
-        let mut calls = Vec::new();
-        let cwd = self.cwd.clone();
-        for message in &messages {
-            for update in updates::replay(message, &cwd, &mut calls) {
-                self.update(update)?;
-            }
-        }
-        let response = LoadSessionResponse::new()
-            .modes(self.modes())
-            .config_options(self.config_options());
-        self.wire.respond(id, Ok(response))?;
-        self.available_commands()
     }
 
     fn on_event(&mut self, event: AgentEvent) -> std::io::Result<()> {
@@ -733,7 +632,7 @@ impl<W: Write> Front<W> {
 
     /// Something the user should know that is not part of the conversation: a `notice` when the
     /// client takes them, else the log.
-    fn notice(&mut self, text: &str) -> std::io::Result<()> {
+    pub(super) fn notice(&mut self, text: &str) -> std::io::Result<()> {
         let takes_notices = self
             .client
             .session
@@ -750,7 +649,7 @@ impl<W: Write> Front<W> {
         )))
     }
 
-    fn available_commands(&mut self) -> std::io::Result<()> {
+    pub(super) fn available_commands(&mut self) -> std::io::Result<()> {
         let commands = super::commands::available(&self.skills);
         self.update(SessionUpdate::AvailableCommandsUpdate(commands))
     }
@@ -760,7 +659,7 @@ impl<W: Write> Front<W> {
     }
 }
 
-fn busy() -> Error {
+pub(super) fn busy() -> Error {
     Error::invalid_request().data("a prompt is running in this session; cancel it or wait")
 }
 

@@ -13,6 +13,7 @@ pub mod callbacks;
 pub mod commands;
 pub mod front;
 pub mod reader;
+pub mod sessions;
 pub mod updates;
 pub mod wire;
 
@@ -38,6 +39,7 @@ pub struct Connections {
     pub session: String,
     pub skills: Vec<crate::prompt::Skill>,
     pub models: front::Models,
+    pub projects: sessions::Projects,
 }
 
 /// Starts the reader (never joined, as in RPC mode: a read blocked on a live stdin cannot be

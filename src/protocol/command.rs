@@ -159,6 +159,9 @@ pub struct MessageParams {
 pub struct NewSessionParams {
     #[serde(default)]
     pub parent_session: Option<String>,
+    /// The folder the new session works in (absolute); by default the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
@@ -270,6 +273,9 @@ pub struct ExportHtmlParams {
 #[serde(rename_all = "camelCase")]
 pub struct SwitchSessionParams {
     pub session_path: String,
+    /// The folder the session works in from now on (absolute); by default the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]

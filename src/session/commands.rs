@@ -51,7 +51,7 @@ impl SessionLoop {
                 self.bash.abort(JobOwner::User);
                 Ok(None)
             }
-            Command::NewSession(p) => self.new_session(p.parent_session.as_deref()),
+            Command::NewSession(p) => self.new_session(p.parent_session.as_deref(), p.cwd),
             Command::GetState(p) => {
                 let mut state = self.state.state(&p.include, self.is_busy(), self.is_compacting());
                 state.unattended = self.unattended.status(&self.state.id);
@@ -111,7 +111,9 @@ impl SessionLoop {
                 }
                 None => Err("Session name cannot be empty".into()),
             },
-            Command::SwitchSession(p) => self.switch_session(std::path::Path::new(&p.session_path)),
+            Command::SwitchSession(p) => {
+                self.switch_session(std::path::Path::new(&p.session_path), p.cwd)
+            }
             Command::Branch(p) => self.branch(&p.entry_id),
             Command::GetBranchMessages(_) => self.branch_messages(),
             Command::ListSessions(p) => data(&reply::Sessions {
@@ -264,9 +266,13 @@ impl SessionLoop {
         }
     }
 
-    fn new_session(&mut self, parent: Option<&str>) -> Reply {
+    fn new_session(&mut self, parent: Option<&str>, cwd: Option<String>) -> Reply {
+        let cwd = project_cwd(cwd)?;
         self.abort_run();
         self.state.store.sync();
+        if let Some(cwd) = cwd {
+            self.enter_project(cwd);
+        }
         let id = crate::ids::uuid_v7();
         let store = if self.state.store.is_persistent() {
             let parent = parent
@@ -308,11 +314,15 @@ impl SessionLoop {
     }
 
     /// Opens another session file. A missing or corrupt file leaves the current session as it was.
-    fn switch_session(&mut self, path: &std::path::Path) -> Reply {
+    fn switch_session(&mut self, path: &std::path::Path, cwd: Option<String>) -> Reply {
+        let cwd = project_cwd(cwd)?;
         let mut loaded = super::store::load(path).map_err(ErrorValue::from)?;
         let store = super::store::Store::open(path, &mut loaded).map_err(ErrorValue::from)?;
         self.abort_run();
         self.state.store.sync();
+        if let Some(cwd) = cwd {
+            self.enter_project(cwd);
+        }
         let id = loaded.header["id"]
             .as_str()
             .map(str::to_string)
@@ -354,7 +364,7 @@ impl SessionLoop {
             &self.state.cwd,
         )
         .map_err(ErrorValue::from)?;
-        self.switch_session(&new_path)?;
+        self.switch_session(&new_path, None)?;
         // Editors put the branched message back into their input box.
         self.send(crate::protocol::Outbound::Show(
             crate::protocol::Show::EditorText(text.clone()),
@@ -561,6 +571,13 @@ impl SessionLoop {
             .collect();
         reply::LoginProviders { providers }
     }
+}
+
+/// A session command's `cwd`, checked before anything changes.
+fn project_cwd(cwd: Option<String>) -> Result<Option<std::path::PathBuf>, ErrorValue> {
+    cwd.map(|c| super::project::resolve_cwd(std::path::Path::new(&c)))
+        .transpose()
+        .map_err(ErrorValue::from)
 }
 
 fn parse_mode(mode: &str, what: &str) -> Result<QueueMode, ErrorValue> {

@@ -18,17 +18,32 @@ const SESSION_END_WAIT: Duration = Duration::from_secs(5);
 impl SessionLoop {
     /// Loads the hooks files and fires `session_start`.
     pub(super) fn start_hooks(&mut self) {
-        let hooks = crate::hooks::load(
-            &crate::cli::agent_dir(),
-            &self.state.cwd,
-            self.bash.clone(),
-            self.ch.out.clone(),
-        );
+        let hooks = self.load_hooks();
         hooks.notify(
             "session_start",
             self.hook_payload("session_start", json!({})),
         );
         self.hooks = Some(hooks);
+    }
+
+    fn load_hooks(&self) -> std::sync::Arc<crate::hooks::Hooks> {
+        crate::hooks::load(
+            &crate::cli::agent_dir(),
+            &self.state.cwd,
+            self.bash.clone(),
+            self.ch.out.clone(),
+        )
+    }
+
+    /// The session moved to another project: its hooks replace the old project's from now on.
+    /// `session_start` and `session_end` stay once per process. Hooks of the old project still
+    /// running finish unreported, so their frames cannot outlive the output lane.
+    pub(super) fn reload_hooks(&mut self) {
+        let Some(old) = self.hooks.take() else {
+            return;
+        };
+        old.release();
+        self.hooks = Some(self.load_hooks());
     }
 
     /// Starts the run of an accepted `prompt` / `abort_and_prompt`. With `before_prompt` hooks

@@ -15,6 +15,7 @@ pub mod compaction;
 pub mod context;
 pub mod gates;
 pub mod hooks;
+pub mod project;
 pub mod queue;
 pub mod retry;
 pub mod run;

@@ -37,6 +37,8 @@ pub struct Session {
     /// Where sessions of this cwd live, and the root of all session folders.
     pub session_dir: PathBuf,
     pub sessions_root: PathBuf,
+    /// How a project is loaded, for a session that moves to another folder.
+    pub project: super::project::ProjectOptions,
     /// Workflow gates and the stage in progress.
     pub workflow: crate::workflow::Workflow,
 }

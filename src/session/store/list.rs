@@ -1,7 +1,7 @@
 //! Finding sessions: the folder of a working directory, and the summaries `list_sessions` shows.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -9,15 +9,105 @@ use serde_json::Value;
 use super::format::message_text;
 use crate::protocol::reply::SessionSummary;
 
+/// The most of a file read for its header line: headers are a few hundred bytes, and a file
+/// whose first line is longer is not a session file.
+const MAX_HEADER: u64 = 64 * 1024;
+
+/// A session file's header line, read without reading the rest of the file.
+fn read_header(reader: &mut impl BufRead) -> Option<Value> {
+    let mut line = Vec::new();
+    reader
+        .by_ref()
+        .take(MAX_HEADER)
+        .read_until(b'\n', &mut line)
+        .ok()?;
+    if line.last() != Some(&b'\n') {
+        return None;
+    }
+    let header: Value = serde_json::from_slice(&line).ok()?;
+    (header["type"] == "session").then_some(header)
+}
+
+/// A stored session as its header and file say, without reading its entries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    pub id: String,
+    pub path: PathBuf,
+    pub cwd: Option<String>,
+    pub title: Option<String>,
+    /// When the file last changed, in milliseconds since the epoch.
+    pub modified_ms: u64,
+}
+
+/// The header of the session file at `path`.
+pub fn stored(path: &Path) -> Option<Stored> {
+    let file = File::open(path).ok()?;
+    let modified_ms = modified_ms(&file.metadata().ok()?);
+    let header = read_header(&mut BufReader::new(file))?;
+    let text = |key: &str| header.get(key).and_then(Value::as_str).map(str::to_string);
+    Some(Stored {
+        id: text("id")?,
+        path: path.to_path_buf(),
+        cwd: text("cwd"),
+        title: text("title"),
+        modified_ms,
+    })
+}
+
+fn modified_ms(meta: &std::fs::Metadata) -> u64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Every session file in `dirs`, by header (unordered).
+pub fn stored_in(dirs: &[PathBuf]) -> Vec<Stored> {
+    session_files(dirs).filter_map(|p| stored(&p)).collect()
+}
+
+/// The session with `id` in `dirs`. Files are named `<time>_<id>.jsonl`, so the names point at
+/// the candidates; the header decides.
+pub fn find(dirs: &[PathBuf], id: &str) -> Option<Stored> {
+    let suffix = format!("_{id}.jsonl");
+    let named = session_files(dirs)
+        .filter(|p| p.to_string_lossy().ends_with(&suffix))
+        .filter_map(|p| stored(&p))
+        .find(|s| s.id == id);
+    named.or_else(|| stored_in(dirs).into_iter().find(|s| s.id == id))
+}
+
+/// The folders sessions are kept in: every folder under `root`.
+pub fn folders(root: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(root)
+        .map(|r| {
+            r.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn session_files(dirs: &[PathBuf]) -> impl Iterator<Item = PathBuf> + '_ {
+    dirs.iter()
+        .flat_map(|d| {
+            std::fs::read_dir(d)
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+        })
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+}
+
 /// One line of `list_sessions`.
 pub fn summary(path: &Path) -> Option<SessionSummary> {
     let file = File::open(path).ok()?;
     let meta = file.metadata().ok()?;
-    let mut lines = BufReader::new(file).split(b'\n');
-    let header: Value = serde_json::from_slice(&lines.next()?.ok()?).ok()?;
-    if header["type"] != "session" {
-        return None;
-    }
+    let mut reader = BufReader::new(file);
+    let header = read_header(&mut reader)?;
+    let lines = reader.split(b'\n');
     let (mut count, mut first) = (0u64, None);
     for line in lines.map_while(Result::ok) {
         // Cheap pre-filter: only message entries are parsed.
@@ -35,11 +125,9 @@ pub fn summary(path: &Path) -> Option<SessionSummary> {
             first = Some(message_text(&v["message"]));
         }
     }
-    let modified = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| crate::ids::iso_from_ms(d.as_millis() as u64));
+    let modified = Some(modified_ms(&meta))
+        .filter(|ms| *ms > 0)
+        .map(crate::ids::iso_from_ms);
     let text = |key: &str| header.get(key).and_then(Value::as_str).map(str::to_string);
     Some(SessionSummary {
         id: text("id")?,
@@ -72,29 +160,11 @@ pub fn cwd_dir(root: &Path, cwd: &Path) -> PathBuf {
 /// Session files under `dir` (or every folder under `root` with `all`), newest first.
 pub fn list(root: &Path, dir: &Path, all: bool) -> Vec<SessionSummary> {
     let dirs: Vec<PathBuf> = if all {
-        std::fs::read_dir(root)
-            .map(|r| {
-                r.filter_map(Result::ok)
-                    .map(|e| e.path())
-                    .filter(|p| p.is_dir())
-                    .collect()
-            })
-            .unwrap_or_default()
+        folders(root)
     } else {
         vec![dir.to_path_buf()]
     };
-    let mut out: Vec<SessionSummary> = dirs
-        .iter()
-        .flat_map(|d| {
-            std::fs::read_dir(d)
-                .into_iter()
-                .flatten()
-                .filter_map(Result::ok)
-        })
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .filter_map(|p| summary(&p))
-        .collect();
+    let mut out: Vec<SessionSummary> = session_files(&dirs).filter_map(|p| summary(&p)).collect();
     out.sort_by(|a, b| b.modified.cmp(&a.modified));
     out
 }
@@ -102,6 +172,44 @@ pub fn list(root: &Path, dir: &Path, all: bool) -> Vec<SessionSummary> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn headers_are_read_alone_and_bounded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("--p--");
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = dir.join("2026-01-01T00-00-00-000Z_aaa.jsonl");
+        std::fs::write(
+            &a,
+            "{\"type\":\"session\",\"id\":\"aaa\",\"cwd\":\"/p\",\"title\":\"T\"}\n{\"type\":\"message\"}\n",
+        )
+        .unwrap();
+        // A first line longer than the bound is not a header, whatever follows.
+        let long = format!(
+            "{{\"type\":\"session\",\"id\":\"bbb\",\"pad\":\"{}\"}}\n",
+            "x".repeat(MAX_HEADER as usize)
+        );
+        std::fs::write(dir.join("x_bbb.jsonl"), long).unwrap();
+        // An id the file name does not carry is still found by its header.
+        std::fs::write(
+            dir.join("renamed.jsonl"),
+            "{\"type\":\"session\",\"id\":\"ccc\",\"cwd\":\"/q\"}\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("notes.txt"), "{\"type\":\"session\"}\n").unwrap();
+        let dirs = folders(tmp.path());
+        let mut ids: Vec<String> = stored_in(&dirs).into_iter().map(|s| s.id).collect();
+        ids.sort();
+        assert_eq!(ids, ["aaa", "ccc"]);
+        let found = find(&dirs, "aaa").unwrap();
+        assert_eq!(found.path, a);
+        assert_eq!(found.cwd.as_deref(), Some("/p"));
+        assert_eq!(found.title.as_deref(), Some("T"));
+        assert!(found.modified_ms > 0);
+        assert_eq!(find(&dirs, "ccc").unwrap().cwd.as_deref(), Some("/q"));
+        assert!(find(&dirs, "bbb").is_none());
+        assert!(find(&dirs, "zzz").is_none());
+    }
 
     #[test]
     fn cwd_folder_names() {

@@ -27,7 +27,7 @@ use serde_json::Value;
 
 pub use append::Notice;
 pub use branch::{branch, user_messages};
-pub use list::{cwd_dir, list, summary};
+pub use list::{cwd_dir, find, folders, list, stored_in, summary, Stored};
 pub use load::{load, Loaded};
 pub use repair::Repair;
 

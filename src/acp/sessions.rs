@@ -1,0 +1,530 @@
+//! Session management for the ACP front end: `session/new`, `session/load`, `session/resume`,
+//! `session/list`, `session/close` and `session/delete`.
+//!
+//! gjc runs one session at a time. Opening one (new, load, resume) makes it the session the
+//! front end serves; it may work in any folder the client names (`cwd`), which the session
+//! command carries (`new_session {cwd}`, `switch_session {cwd}`) so the session loads that
+//! project itself. Stored sessions are found by reading only their files' header lines
+//! (`session::store::find`, `stored_in`), so listing does not grow with the length of the
+//! conversations.
+
+use std::cmp::Reverse;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use agent_client_protocol_schema::v1::{
+    CloseSessionRequest, CloseSessionResponse, DeleteSessionRequest, DeleteSessionResponse, Error,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
+    NewSessionRequest, NewSessionResponse, RequestId, ResumeSessionRequest, ResumeSessionResponse,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo,
+    SessionListCapabilities, SessionResumeCapabilities,
+};
+use serde_json::{json, Value};
+
+use super::front::{busy, Front, Waiting};
+use super::updates;
+use crate::protocol::message::AgentMessage;
+use crate::session::store::{self, Stored};
+
+/// Sessions per `session/list` page.
+const PAGE: usize = 50;
+
+/// Where the front end finds stored sessions and a project's skills.
+pub struct Projects {
+    pub agent_dir: PathBuf,
+    /// `<agent dir>/sessions`: one folder per working directory.
+    pub sessions_root: PathBuf,
+    /// `--session-dir`: the one folder every session file goes to.
+    pub fixed_dir: Option<PathBuf>,
+    /// False with `--no-session`: nothing is stored, so nothing is listed.
+    pub persistent: bool,
+    /// Skills are offered as slash commands (not with `--no-skills`).
+    pub skills: bool,
+}
+
+impl Projects {
+    fn folders(&self) -> Vec<PathBuf> {
+        match (&self.fixed_dir, self.persistent) {
+            (_, false) => Vec::new(),
+            (Some(dir), true) => vec![dir.clone()],
+            (None, true) => store::folders(&self.sessions_root),
+        }
+    }
+}
+
+/// The session capabilities served here.
+pub fn capabilities() -> SessionCapabilities {
+    SessionCapabilities::new()
+        .list(SessionListCapabilities::new())
+        .resume(SessionResumeCapabilities::new())
+        .close(SessionCloseCapabilities::new())
+        .delete(SessionDeleteCapabilities::new())
+}
+
+/// A session request waiting for the session's answer to one of its commands.
+pub enum Step {
+    /// `new_session` was sent; `get_state` comes next for the id.
+    Fresh {
+        id: RequestId,
+        mcp: bool,
+        cwd: PathBuf,
+    },
+    /// `get_state` after a new session: the id to answer with.
+    New {
+        id: RequestId,
+        mcp: bool,
+        cwd: PathBuf,
+    },
+    /// `switch_session` to a stored session, for `session/load` (`replay`) or `session/resume`.
+    Switch {
+        id: RequestId,
+        session: String,
+        cwd: PathBuf,
+        replay: bool,
+    },
+    /// `get_messages` of a loaded session, to replay.
+    Replay(RequestId),
+    /// `new_session` in place of a closed one.
+    Close(RequestId),
+}
+
+impl Step {
+    /// The client's request this step answers.
+    pub fn request(self) -> RequestId {
+        match self {
+            Step::Fresh { id, .. }
+            | Step::New { id, .. }
+            | Step::Switch { id, .. }
+            | Step::Replay(id)
+            | Step::Close(id) => id,
+        }
+    }
+}
+
+/// The folder of a session request: absolute, existing, a directory, in UTF-8 (the session
+/// command carries it as a string); else invalid params saying which.
+fn project(cwd: &Path) -> Result<PathBuf, Error> {
+    let resolved =
+        crate::session::project::resolve_cwd(cwd).map_err(|e| Error::invalid_params().data(e))?;
+    if resolved.to_str().is_none() {
+        return Err(Error::invalid_params().data(format!("cwd {} is not UTF-8", cwd.display())));
+    }
+    Ok(resolved)
+}
+
+fn path_text(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+impl<W: Write> Front<W> {
+    pub(super) fn new_session(
+        &mut self,
+        id: RequestId,
+        p: NewSessionRequest,
+    ) -> std::io::Result<()> {
+        let cwd = match project(&p.cwd) {
+            Ok(cwd) => cwd,
+            Err(e) => return self.wire.respond::<()>(id, Err(e)),
+        };
+        if self.turn.is_some() {
+            return self.wire.respond::<()>(id, Err(busy()));
+        }
+        let mcp = !p.mcp_servers.is_empty();
+        // The session gjc started with serves the first `session/new` in its folder; later ones
+        // start afresh.
+        let reuse = !self.session_used && cwd == self.cwd;
+        self.session_used = true;
+        if reuse {
+            self.command(
+                "get_state",
+                json!({}),
+                Waiting::Session(Step::New { id, mcp, cwd }),
+            );
+        } else {
+            let fields = json!({"cwd": path_text(&cwd)});
+            let then = Waiting::Session(Step::Fresh { id, mcp, cwd });
+            self.command("new_session", fields, then);
+        }
+        Ok(())
+    }
+
+    pub(super) fn load_session(
+        &mut self,
+        id: RequestId,
+        p: LoadSessionRequest,
+    ) -> std::io::Result<()> {
+        self.open_stored(id, p.session_id.0.to_string(), &p.cwd, true)
+    }
+
+    pub(super) fn resume_session(
+        &mut self,
+        id: RequestId,
+        p: ResumeSessionRequest,
+    ) -> std::io::Result<()> {
+        self.open_stored(id, p.session_id.0.to_string(), &p.cwd, false)
+    }
+
+    /// Switches the session to the stored one with id `wanted`, working in `cwd`.
+    fn open_stored(
+        &mut self,
+        id: RequestId,
+        wanted: String,
+        cwd: &Path,
+        replay: bool,
+    ) -> std::io::Result<()> {
+        let cwd = match project(cwd) {
+            Ok(cwd) => cwd,
+            Err(e) => return self.wire.respond::<()>(id, Err(e)),
+        };
+        if self.turn.is_some() {
+            return self.wire.respond::<()>(id, Err(busy()));
+        }
+        let Some(found) = store::find(&self.projects.folders(), &wanted) else {
+            // The open session has no file until its first prompt; it is still the session.
+            if wanted == self.session && cwd == self.cwd {
+                return self.opened(id, wanted, cwd, replay);
+            }
+            return self
+                .wire
+                .respond::<()>(id, Err(Error::session_not_found(wanted)));
+        };
+        self.session_used = true;
+        let fields = json!({"sessionPath": path_text(&found.path), "cwd": path_text(&cwd)});
+        let then = Waiting::Session(Step::Switch {
+            id,
+            session: wanted,
+            cwd,
+            replay,
+        });
+        self.command("switch_session", fields, then);
+        Ok(())
+    }
+
+    pub(super) fn list_sessions(
+        &mut self,
+        id: RequestId,
+        p: ListSessionsRequest,
+    ) -> std::io::Result<()> {
+        let filter = match &p.cwd {
+            Some(cwd) if !cwd.is_absolute() => {
+                let error = format!("cwd must be an absolute path, not {}", cwd.display());
+                return self
+                    .wire
+                    .respond::<()>(id, Err(Error::invalid_params().data(error)));
+            }
+            // Headers hold canonical folders; a folder that is gone is compared as written.
+            Some(cwd) => Some(path_text(
+                &std::fs::canonicalize(cwd).unwrap_or(cwd.clone()),
+            )),
+            None => None,
+        };
+        let after = match p.cursor.as_deref().map(Cursor::parse) {
+            Some(None) => {
+                let error = Error::invalid_params().data("cursor: not one gjc gave");
+                return self.wire.respond::<()>(id, Err(error));
+            }
+            Some(Some(cursor)) => Some(cursor),
+            None => None,
+        };
+        let stored = store::stored_in(&self.projects.folders());
+        let (sessions, next) = page(stored, filter.as_deref(), after.as_ref(), PAGE);
+        let sessions = sessions.into_iter().filter_map(info).collect();
+        let response = ListSessionsResponse::new(sessions).next_cursor(next.map(|c| c.text()));
+        self.wire.respond(id, Ok(response))
+    }
+
+    /// Ends the session's run (as `session/cancel` would) and lets it go: the session starts a
+    /// new, empty one in its place, so the closed one's file is no longer written.
+    pub(super) fn close_session(
+        &mut self,
+        id: RequestId,
+        p: CloseSessionRequest,
+    ) -> std::io::Result<()> {
+        let wanted = p.session_id.0.to_string();
+        if !self.session.is_empty() && wanted == self.session {
+            self.cancel();
+            self.command("new_session", json!({}), Waiting::Session(Step::Close(id)));
+            return Ok(());
+        }
+        // A session opened earlier and replaced since holds nothing any more.
+        if self.known.remove(&wanted) {
+            return self.wire.respond(id, Ok(CloseSessionResponse::new()));
+        }
+        self.wire
+            .respond::<()>(id, Err(Error::session_not_found(wanted)))
+    }
+
+    /// Removes a stored session's file (and its workflow gates). The open session is refused:
+    /// its file is still being written.
+    pub(super) fn delete_session(
+        &mut self,
+        id: RequestId,
+        p: DeleteSessionRequest,
+    ) -> std::io::Result<()> {
+        let wanted = p.session_id.0.to_string();
+        if !self.session.is_empty() && wanted == self.session {
+            let error = Error::invalid_request().data(format!(
+                "session {wanted} is open; close it (session/close) before deleting it"
+            ));
+            return self.wire.respond::<()>(id, Err(error));
+        }
+        let Some(found) = store::find(&self.projects.folders(), &wanted) else {
+            return self
+                .wire
+                .respond::<()>(id, Err(Error::session_not_found(wanted)));
+        };
+        if let Err(e) = remove_stored(&found) {
+            let error = Error::internal_error()
+                .data(format!("cannot delete {}: {e}", found.path.display()));
+            return self.wire.respond::<()>(id, Err(error));
+        }
+        self.known.remove(&wanted);
+        self.wire.respond(id, Ok(DeleteSessionResponse::new()))
+    }
+
+    /// The session's answer to a step of a session request.
+    pub(super) fn session_step(&mut self, step: Step, data: &Value) -> std::io::Result<()> {
+        match step {
+            Step::Fresh { id, mcp, cwd } => {
+                let then = Waiting::Session(Step::New { id, mcp, cwd });
+                self.command("get_state", json!({}), then);
+                Ok(())
+            }
+            Step::New { id, mcp, cwd } => self.created(id, data, mcp, cwd),
+            Step::Switch {
+                id,
+                session,
+                cwd,
+                replay,
+            } => self.opened(id, session, cwd, replay),
+            Step::Replay(id) => self.replay(id, data),
+            Step::Close(id) => {
+                self.known.remove(&self.session);
+                self.session.clear();
+                // The new session in its place is unused: the next `session/new` takes it.
+                self.session_used = false;
+                self.wire.respond(id, Ok(CloseSessionResponse::new()))
+            }
+        }
+    }
+
+    /// Makes `session`, working in `cwd`, the one the front end serves.
+    fn serve(&mut self, session: String, cwd: PathBuf) {
+        if cwd != self.cwd {
+            self.skills = if self.projects.skills {
+                crate::prompt::find_skills(&self.projects.agent_dir, &cwd)
+            } else {
+                Vec::new()
+            };
+            self.cwd = cwd;
+        }
+        self.known.insert(session.clone());
+        self.session = session;
+        self.shown.clear();
+        // "Always allow" holds for the session it was given in.
+        self.always.clear();
+    }
+
+    fn created(
+        &mut self,
+        id: RequestId,
+        state: &Value,
+        mcp: bool,
+        cwd: PathBuf,
+    ) -> std::io::Result<()> {
+        let Some(session) = state["sessionId"].as_str() else {
+            return self.wire.respond::<()>(id, Err(Error::internal_error()));
+        };
+        self.serve(session.to_string(), cwd);
+        let response = NewSessionResponse::new(session.to_string())
+            .modes(self.modes())
+            .config_options(self.config_options());
+        self.wire.respond(id, Ok(response))?;
+        if mcp {
+            self.notice("gjc does not connect to MCP servers; the ones listed were not started")?;
+        }
+        self.available_commands()
+    }
+
+    /// The session switched: `session/load` replays it next, `session/resume` is answered.
+    fn opened(
+        &mut self,
+        id: RequestId,
+        session: String,
+        cwd: PathBuf,
+        replay: bool,
+    ) -> std::io::Result<()> {
+        self.serve(session, cwd);
+        if replay {
+            self.command(
+                "get_messages",
+                json!({}),
+                Waiting::Session(Step::Replay(id)),
+            );
+            return Ok(());
+        }
+        let response = ResumeSessionResponse::new()
+            .modes(self.modes())
+            .config_options(self.config_options());
+        self.wire.respond(id, Ok(response))?;
+        self.available_commands()
+    }
+
+    /// Replays the loaded history as updates, then answers `session/load`.
+    fn replay(&mut self, id: RequestId, data: &Value) -> std::io::Result<()> {
+        let messages: Vec<AgentMessage> =
+            serde_json::from_value(data["messages"].clone()).unwrap_or_default();
+        let mut calls = Vec::new();
+        let cwd = self.cwd.clone();
+        for message in &messages {
+            for update in updates::replay(message, &cwd, &mut calls) {
+                self.update(update)?;
+            }
+        }
+        let response = LoadSessionResponse::new()
+            .modes(self.modes())
+            .config_options(self.config_options());
+        self.wire.respond(id, Ok(response))?;
+        self.available_commands()
+    }
+}
+
+/// Unlinks the session file (one atomic step: the session is listed or it is not), makes that
+/// durable, then removes the session's workflow gates beside it.
+fn remove_stored(found: &Stored) -> std::io::Result<()> {
+    std::fs::remove_file(&found.path)?;
+    if let Some(dir) = found.path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+        let gates = crate::gates::store::GateStore::path_for(dir, &found.id);
+        if let Err(e) = std::fs::remove_file(&gates) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                log::warn!("cannot remove {}: {e}", gates.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A stored session as `session/list` shows it; one without a folder cannot be listed.
+fn info(s: Stored) -> Option<SessionInfo> {
+    let cwd = s.cwd?;
+    Some(
+        SessionInfo::new(s.id, cwd)
+            .title(s.title)
+            .updated_at((s.modified_ms > 0).then(|| crate::ids::iso_from_ms(s.modified_ms))),
+    )
+}
+
+/// Where a page ends: the last session shown, in the list's order (latest change first, then
+/// id). The next page starts after it, so sessions added meanwhile do not shift the pages.
+#[derive(Debug, Clone, PartialEq)]
+struct Cursor {
+    modified_ms: u64,
+    id: String,
+}
+
+impl Cursor {
+    fn parse(text: &str) -> Option<Cursor> {
+        let (ms, id) = text.split_once(':')?;
+        Some(Cursor {
+            modified_ms: ms.parse().ok()?,
+            id: id.to_string(),
+        })
+    }
+
+    fn text(&self) -> String {
+        format!("{}:{}", self.modified_ms, self.id)
+    }
+
+    fn key(&self) -> (Reverse<u64>, &str) {
+        (Reverse(self.modified_ms), &self.id)
+    }
+}
+
+fn key(s: &Stored) -> (Reverse<u64>, &str) {
+    (Reverse(s.modified_ms), &s.id)
+}
+
+/// One page of `stored`: those in folder `cwd` (all without), latest change first, after
+/// `after`; and the cursor of the next page when more follow.
+fn page(
+    mut stored: Vec<Stored>,
+    cwd: Option<&str>,
+    after: Option<&Cursor>,
+    size: usize,
+) -> (Vec<Stored>, Option<Cursor>) {
+    stored.retain(|s| cwd.is_none_or(|c| s.cwd.as_deref() == Some(c)));
+    stored.retain(|s| after.is_none_or(|a| key(s) > a.key()));
+    stored.sort_by(|a, b| key(a).cmp(&key(b)));
+    let more = stored.len() > size;
+    stored.truncate(size);
+    let next = more.then(|| stored.last()).flatten().map(|s| Cursor {
+        modified_ms: s.modified_ms,
+        id: s.id.clone(),
+    });
+    (stored, next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(id: &str, cwd: &str, modified_ms: u64) -> Stored {
+        Stored {
+            id: id.into(),
+            path: PathBuf::from(format!("/s/{id}.jsonl")),
+            cwd: Some(cwd.into()),
+            title: None,
+            modified_ms,
+        }
+    }
+
+    fn ids(page: &[Stored]) -> Vec<&str> {
+        page.iter().map(|s| s.id.as_str()).collect()
+    }
+
+    #[test]
+    fn pages_follow_the_latest_change_and_filter_by_folder() {
+        let all = vec![
+            stored("a", "/p", 10),
+            stored("b", "/q", 30),
+            stored("c", "/p", 20),
+            stored("d", "/p", 20),
+        ];
+        let (first, next) = page(all.clone(), None, None, 2);
+        assert_eq!(ids(&first), ["b", "c"]);
+        let next = next.expect("more follow");
+        assert_eq!(Cursor::parse(&next.text()), Some(next.clone()));
+        let (second, last) = page(all.clone(), None, Some(&next), 2);
+        assert_eq!(ids(&second), ["d", "a"]);
+        assert_eq!(last, None);
+        let (p, _) = page(all.clone(), Some("/p"), None, 10);
+        assert_eq!(ids(&p), ["c", "d", "a"]);
+        // A session written since the first page moves to the top, not into the next page.
+        let mut changed = all;
+        changed.push(stored("e", "/p", 40));
+        let (second, _) = page(changed, None, Some(&next), 2);
+        assert_eq!(ids(&second), ["d", "a"]);
+    }
+
+    #[test]
+    fn cursors_gjc_did_not_give_are_refused() {
+        assert_eq!(Cursor::parse("nope"), None);
+        assert_eq!(Cursor::parse("x:id"), None);
+        assert_eq!(
+            Cursor::parse("12:a:b"),
+            Some(Cursor {
+                modified_ms: 12,
+                id: "a:b".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_session_without_a_folder_is_not_listed() {
+        let mut s = stored("a", "/p", 0);
+        assert!(info(s.clone()).unwrap().updated_at.is_none());
+        s.cwd = None;
+        assert!(info(s).is_none());
+    }
+}

@@ -1,0 +1,164 @@
+//! The project a session works in: its folder, and what gjc loads from that folder (context files
+//! and skills in the system prompt, rule files, hooks) and where its session files go. gjc starts
+//! in `--cwd`; `new_session {cwd}` and `switch_session {cwd}` move the session to another folder,
+//! and everything project-scoped is loaded again for it. The session owns what it loads.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::SessionLoop;
+use crate::prompt::{self, PromptOptions};
+use crate::provider::ToolSpec;
+use crate::rules::RuleSet;
+
+/// What the start-up flags say about loading a project; kept so another folder is loaded the
+/// same way as the first.
+#[derive(Debug, Clone, Default)]
+pub struct ProjectOptions {
+    pub agent_dir: PathBuf,
+    /// `--system-prompt`: replaces the built-in prompt.
+    pub replace: Option<String>,
+    /// `--append-system-prompt`.
+    pub append: Option<String>,
+    /// Context files and rule files (`--no-rules` turns both off).
+    pub rules: bool,
+    pub skills: bool,
+    /// `--session-dir`: every session file goes there, whatever the folder.
+    pub fixed_session_dir: Option<PathBuf>,
+}
+
+/// What a project contributes to the session.
+pub struct Loaded {
+    pub system_prompt: String,
+    pub rules: RuleSet,
+}
+
+impl ProjectOptions {
+    /// Reads the project-scoped context of `cwd` (rule warnings go to the log).
+    pub fn load(&self, cwd: &Path, tools: &[ToolSpec]) -> Loaded {
+        let rules = if self.rules {
+            let (rules, warnings) = RuleSet::load(&self.agent_dir, cwd);
+            warnings.iter().for_each(|w| log::warn!("{w}"));
+            rules
+        } else {
+            RuleSet::default()
+        };
+        let system_prompt = prompt::build(&PromptOptions {
+            cwd,
+            agent_dir: &self.agent_dir,
+            tools,
+            replace: self.replace.as_deref(),
+            append: self.append.as_deref(),
+            rules: self.rules,
+            rule_set: &rules,
+            skills: self.skills,
+        });
+        Loaded {
+            system_prompt,
+            rules,
+        }
+    }
+
+    /// Where the session files of `cwd` go.
+    pub fn session_dir(&self, sessions_root: &Path, cwd: &Path) -> PathBuf {
+        match &self.fixed_session_dir {
+            Some(dir) => dir.clone(),
+            None => super::store::cwd_dir(sessions_root, cwd),
+        }
+    }
+}
+
+/// A folder a session may work in: absolute, existing, a directory. Returned canonical (symlinks
+/// resolved), as session headers and session folder names use it.
+pub fn resolve_cwd(raw: &Path) -> Result<PathBuf, String> {
+    if !raw.is_absolute() {
+        return Err(format!(
+            "cwd must be an absolute path, not {}",
+            raw.display()
+        ));
+    }
+    let cwd = std::fs::canonicalize(raw).map_err(|e| format!("cwd {}: {e}", raw.display()))?;
+    if !cwd.is_dir() {
+        return Err(format!("cwd {} is not a directory", raw.display()));
+    }
+    Ok(cwd)
+}
+
+impl SessionLoop {
+    /// Makes `cwd` (already resolved) the session's project: tools and shell commands work there,
+    /// new session files go to its folder, and its context, rules and hooks replace the old
+    /// project's. Nothing changes when it is the current folder.
+    pub(super) fn enter_project(&mut self, cwd: PathBuf) {
+        if cwd == self.state.cwd {
+            return;
+        }
+        let options = &self.state.project;
+        self.state.session_dir = options.session_dir(&self.state.sessions_root, &cwd);
+        let loaded = options.load(&cwd, &self.state.tools.specs());
+        self.state.system_prompt = loaded.system_prompt;
+        self.state.rules = Arc::new(loaded.rules);
+        self.state.cwd = cwd;
+        self.reload_hooks();
+        self.registry.set_cwd(&self.state.cwd);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_absolute_existing_folders_are_projects() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        assert!(resolve_cwd(Path::new("relative/dir"))
+            .unwrap_err()
+            .contains("absolute"));
+        assert!(resolve_cwd(&tmp.path().join("missing")).is_err());
+        assert!(resolve_cwd(&file).unwrap_err().contains("not a directory"));
+        assert_eq!(
+            resolve_cwd(tmp.path()).unwrap(),
+            tmp.path().canonicalize().unwrap()
+        );
+    }
+
+    #[test]
+    fn a_project_brings_its_context_files_and_session_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let agent = tmp.path().join("agent");
+        let a = tmp.path().join("a");
+        let b = tmp.path().join("b");
+        for d in [&agent, &a, &b] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(b.join("AGENTS.md"), "Project B conventions").unwrap();
+        let options = ProjectOptions {
+            agent_dir: agent,
+            rules: true,
+            ..ProjectOptions::default()
+        };
+        assert!(!options
+            .load(&a, &[])
+            .system_prompt
+            .contains("Project B conventions"));
+        let loaded = options.load(&b, &[]);
+        assert!(loaded.system_prompt.contains("Project B conventions"));
+        assert!(loaded
+            .system_prompt
+            .contains(&format!("Current working directory: {}", b.display())));
+        let root = Path::new("/r");
+        assert_eq!(
+            options.session_dir(root, Path::new("/srv/b")),
+            PathBuf::from("/r/--srv-b--")
+        );
+        let fixed = ProjectOptions {
+            fixed_session_dir: Some("/fixed".into()),
+            ..options
+        };
+        assert_eq!(
+            fixed.session_dir(root, Path::new("/srv/b")),
+            PathBuf::from("/fixed")
+        );
+    }
+}
