@@ -17,6 +17,9 @@ use serde_json::{json, Value};
 
 use crate::support::TIMEOUT;
 
+/// Session management: folders, list, resume, close, delete.
+mod sessions;
+
 struct Acp {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -41,16 +44,22 @@ fn acp(script: Value) -> Acp {
 
 /// Starts gjc in `home` (reused to load a session an earlier process wrote).
 fn spawn_in(home: tempfile::TempDir, script: Value) -> Acp {
+    let script_path = home.path().join("script.json");
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    let script_arg = script_path.display().to_string();
+    spawn_with(home, &["--provider", "scripted", "--script", &script_arg])
+}
+
+/// Starts gjc in `home` with these flags besides `--mode acp`.
+fn spawn_with(home: tempfile::TempDir, args: &[&str]) -> Acp {
     let agent = home.path().join("agent");
     let project = home.path().join("project");
     std::fs::create_dir_all(&agent).unwrap();
     std::fs::create_dir_all(&project).unwrap();
     let project = project.canonicalize().unwrap();
-    let script_path = home.path().join("script.json");
-    std::fs::write(&script_path, script.to_string()).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_gjc"))
-        .args(["--mode", "acp", "--provider", "scripted", "--script"])
-        .arg(&script_path)
+        .args(["--mode", "acp"])
+        .args(args)
         .env("HOME", home.path())
         .env("GJC_CODING_AGENT_DIR", &agent)
         .env("RUST_LOG", "warn")

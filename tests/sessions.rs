@@ -395,3 +395,40 @@ fn dump_dom(
         }
     }
 }
+
+#[test]
+fn new_session_and_switch_session_move_to_another_folder() {
+    let pwd = || json!({"content": [{"type": "toolCall", "name": "bash", "id": "c", "arguments": {"command": "pwd"}}]});
+    let mut g = chat(vec![pwd(), answer("there"), pwd(), answer("back")]);
+    let project = g.home.path().join("project").canonicalize().unwrap();
+    let other = g.home.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let other = other.canonicalize().unwrap();
+    for cwd in ["relative", "/no/such/folder"] {
+        let r = g.request(json!({"type": "new_session", "cwd": cwd}));
+        assert_eq!(r["success"], false, "{r}");
+    }
+    let ran_in = |g: &mut Gjc| {
+        g.ok(json!({"type": "prompt", "message": "where?"}));
+        let end = g
+            .run_events()
+            .into_iter()
+            .find(|e| e["type"] == "tool_execution_end")
+            .expect("the command ran");
+        end["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    g.ok(json!({"type": "new_session", "cwd": other}));
+    assert_eq!(ran_in(&mut g), other.display().to_string());
+    let file = session_file(&mut g);
+    // The folder's own sessions folder: listing the current folder finds it.
+    let listed = g.ok(json!({"type": "list_sessions"}));
+    assert_eq!(listed["sessions"][0]["path"], file.display().to_string());
+    assert!(file.parent().unwrap().to_string_lossy().contains("other"));
+    assert_eq!(lines(&file)[0]["cwd"], other.display().to_string());
+    g.ok(json!({"type": "switch_session", "sessionPath": file, "cwd": project}));
+    assert_eq!(ran_in(&mut g), project.display().to_string());
+}

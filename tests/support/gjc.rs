@@ -142,7 +142,7 @@ impl GjcBuilder {
     }
 }
 
-fn write_models_json(agent: &Path, base: &str) {
+pub fn write_models_json(agent: &Path, base: &str) {
     let model = json!([{"id": "m", "reasoning": true, "contextWindow": 100000, "maxTokens": 4096, "input": ["text", "image"],
         "cost": {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}}]);
     let providers = json!({"providers": {
