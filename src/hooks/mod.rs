@@ -5,7 +5,7 @@
 //! timeout and the group kill of every shell command), never on the session, stdin or stdout
 //! threads: tool hooks inside the `gjc-tool` worker of their call (`tool.rs`), the others on a
 //! short-lived `gjc-hook` thread (`before_prompt` too, the session waiting for its answer as an
-//! event, `prompt.rs`). The hooks are loaded once when the session starts and owned by it (passed
+//! event, `prompt.rs`). The hooks are loaded when the session starts (again when it moves to another project) and owned by it (passed
 //! to the tool workers that need them), not held in a global. A hook that fails is reported as a top-level `extension_error`
 //! frame and the work goes on as if it had allowed it, except `before_tool_call`, which fails
 //! closed (docs/hooks.md).

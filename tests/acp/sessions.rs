@@ -92,6 +92,24 @@ fn a_session_in_another_folder_works_and_is_stored_there() {
         "---\nname: deploy\ndescription: Ship it\n---\nSteps.",
     )
     .unwrap();
+    std::fs::create_dir_all(other.join(".gjc/rules")).unwrap();
+    std::fs::write(
+        other.join(".gjc/rules/tabs.md"),
+        "---\nalwaysApply: true\n---\nTabs, never spaces.",
+    )
+    .unwrap();
+    let hook = other.join("hook.sh");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\ncat >/dev/null\necho '{\"addContext\": \"said by the other folder\"}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(
+        other.join(".gjc/hooks.json"),
+        json!({"hooks": [{"event": "before_prompt", "command": "hook.sh"}]}).to_string(),
+    )
+    .unwrap();
     g.initialize(json!({}));
 
     for (cwd, wanted) in [
@@ -143,6 +161,14 @@ fn a_session_in_another_folder_works_and_is_stored_there() {
     assert!(
         system.contains(&format!("Current working directory: {}", other.display())),
         "{system}"
+    );
+    assert!(system.contains("Tabs, never spaces."), "{system}");
+    assert!(
+        first.body["messages"]
+            .to_string()
+            .contains("said by the other folder"),
+        "the folder's before_prompt hook ran: {}",
+        first.body["messages"]
     );
     let ups = updates(&before);
     let pwd = ups
