@@ -332,6 +332,9 @@ impl<W: Write> Front<W> {
     }
 
     fn set_mode(&mut self, id: RequestId, p: SetSessionModeRequest) -> std::io::Result<()> {
+        if let Some(e) = self.not_served(&p.session_id) {
+            return self.wire.respond::<()>(id, Err(e));
+        }
         let Some(&(mode, _, _)) = MODES.iter().find(|(m, _, _)| *m == &*p.mode_id.0) else {
             return self.wire.respond::<()>(
                 id,
@@ -351,6 +354,9 @@ impl<W: Write> Front<W> {
         id: RequestId,
         p: SetSessionConfigOptionRequest,
     ) -> std::io::Result<()> {
+        if let Some(e) = self.not_served(&p.session_id) {
+            return self.wire.respond::<()>(id, Err(e));
+        }
         let value = match &p.value {
             agent_client_protocol_schema::v1::SessionConfigOptionValue::ValueId { value } => {
                 value.0.to_string()

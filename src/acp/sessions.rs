@@ -16,8 +16,8 @@ use agent_client_protocol_schema::v1::{
     CloseSessionRequest, CloseSessionResponse, DeleteSessionRequest, DeleteSessionResponse, Error,
     ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
     NewSessionRequest, NewSessionResponse, RequestId, ResumeSessionRequest, ResumeSessionResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo,
-    SessionListCapabilities, SessionResumeCapabilities,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionId,
+    SessionInfo, SessionListCapabilities, SessionResumeCapabilities,
 };
 use serde_json::{json, Value};
 
@@ -280,6 +280,12 @@ impl<W: Write> Front<W> {
         }
         self.known.remove(&wanted);
         self.wire.respond(id, Ok(DeleteSessionResponse::new()))
+    }
+
+    /// `-32002` for a request naming a session other than the one served (or a closed one).
+    pub(super) fn not_served(&self, session: &SessionId) -> Option<Error> {
+        (self.session.is_empty() || *session.0 != *self.session)
+            .then(|| Error::session_not_found(session.clone()))
     }
 
     /// The session's answer to a step of a session request.

@@ -364,6 +364,11 @@ fn close_mid_run_cancels_it_and_forgets_the_session() {
     assert_eq!((code, data), (-32002, json!({"sessionId": session})));
     let id = g.request("session/close", json!({"sessionId": session}));
     assert_eq!(error_code(&mut g, id).0, -32002);
+    let id = g.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "plan"}),
+    );
+    assert_eq!(error_code(&mut g, id).0, -32002);
     // A new session is served after it.
     let next = g.new_session();
     assert_ne!(next, session);
