@@ -239,9 +239,13 @@ fn list_shows_stored_sessions_by_folder_and_in_pages() {
         .iter()
         .map(|s| s.session_id.0.to_string())
         .collect();
-    assert_eq!(ids, [there.clone(), here.clone()], "latest change first");
-    assert_eq!(all.sessions[0].cwd, other);
-    assert_eq!(all.sessions[1].cwd, project);
+    // File times are as coarse as the kernel's clock tick, so the two may tie: the order of
+    // the pages is checked in the unit tests.
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    for (id, cwd) in [(&here, &project), (&there, &other)] {
+        let info = all.sessions.iter().find(|s| *s.session_id.0 == **id);
+        assert_eq!(info.map(|s| &s.cwd), Some(cwd), "{id}");
+    }
     assert!(all.sessions.iter().all(|s| s.updated_at.is_some()));
     assert_eq!(all.next_cursor, None);
     let filtered = list(&mut g, json!({"cwd": other}));
