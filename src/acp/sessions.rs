@@ -181,7 +181,7 @@ impl<W: Write> Front<W> {
         }
         let Some(found) = store::find(&self.projects.folders(), &wanted) else {
             // The open session has no file until its first prompt; it is still the session.
-            if wanted == self.session && cwd == self.cwd {
+            if self.serves(&wanted) && cwd == self.cwd {
                 return self.opened(id, wanted, cwd, replay);
             }
             return self
@@ -241,7 +241,7 @@ impl<W: Write> Front<W> {
         p: CloseSessionRequest,
     ) -> std::io::Result<()> {
         let wanted = p.session_id.0.to_string();
-        if !self.session.is_empty() && wanted == self.session {
+        if self.serves(&wanted) {
             self.cancel();
             self.command("new_session", json!({}), Waiting::Session(Step::Close(id)));
             return Ok(());
@@ -262,7 +262,7 @@ impl<W: Write> Front<W> {
         p: DeleteSessionRequest,
     ) -> std::io::Result<()> {
         let wanted = p.session_id.0.to_string();
-        if !self.session.is_empty() && wanted == self.session {
+        if self.serves(&wanted) {
             let error = Error::invalid_request().data(format!(
                 "session {wanted} is open; close it (session/close) before deleting it"
             ));
@@ -282,10 +282,14 @@ impl<W: Write> Front<W> {
         self.wire.respond(id, Ok(DeleteSessionResponse::new()))
     }
 
+    /// Whether `session` is the one served (none is once it is closed).
+    fn serves(&self, session: &str) -> bool {
+        !self.session.is_empty() && session == self.session
+    }
+
     /// `-32002` for a request naming a session other than the one served (or a closed one).
     pub(super) fn not_served(&self, session: &SessionId) -> Option<Error> {
-        (self.session.is_empty() || *session.0 != *self.session)
-            .then(|| Error::session_not_found(session.clone()))
+        (!self.serves(&session.0)).then(|| Error::session_not_found(session.clone()))
     }
 
     /// The session's answer to a step of a session request.
