@@ -14,12 +14,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol_schema::v1::{
-    AgentCapabilities, AuthenticateResponse, ClientCapabilities, ContentBlock,
-    EmbeddedResourceResource, Error, Implementation, InitializeRequest, InitializeResponse,
-    LoadSessionRequest, LoadSessionResponse, McpCapabilities, NewSessionRequest,
-    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, RequestId,
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
-    SessionMode, SessionModeState, SessionNotification, SetSessionConfigOptionRequest,
+    AgentCapabilities, AuthenticateResponse, CancelRequestNotification, ClientCapabilities,
+    ContentBlock, EmbeddedResourceResource, Error, Implementation, InitializeRequest,
+    InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
+    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    RequestId, SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
+    SessionId, SessionMode, SessionModeState, SessionNotification, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, ToolCallStatus,
 };
 use agent_client_protocol_schema::ProtocolVersion;
@@ -87,10 +87,26 @@ enum Waiting {
     LoadReplay(RequestId),
 }
 
+impl Waiting {
+    /// The client request it answers, if any.
+    fn request(&self) -> Option<&RequestId> {
+        match self {
+            Waiting::Nobody | Waiting::Prompt => None,
+            Waiting::NewSession(id, _)
+            | Waiting::SetModel(id, _)
+            | Waiting::LoadFind(id, _)
+            | Waiting::LoadSwitch(id, _)
+            | Waiting::LoadReplay(id) => Some(id),
+        }
+    }
+}
+
 /// The `session/prompt` in flight.
 struct Turn {
     id: RequestId,
     cancelled: bool,
+    /// Cancelled by `$/cancel_request` alone: answered -32800 rather than `cancelled`.
+    by_request: bool,
     /// The prompt command has been accepted by the session (its run has started).
     accepted: bool,
 }
@@ -119,6 +135,7 @@ pub struct Front<W: Write> {
     turn: Option<Turn>,
     pub(super) shown: HashMap<String, Shown>,
     pub(super) outgoing: HashMap<RequestId, super::callbacks::Outgoing>,
+    pub(super) terminals: super::terminal::Terminals,
     /// Tools the user allowed for the rest of the session ("allow always").
     pub(super) always: HashSet<String>,
     mode: &'static str,
@@ -153,6 +170,7 @@ impl<W: Write> Front<W> {
             turn: None,
             shown: HashMap::new(),
             outgoing: HashMap::new(),
+            terminals: Default::default(),
             always: HashSet::new(),
             mode: "default",
             permissions: "ask",
@@ -169,6 +187,7 @@ impl<W: Write> Front<W> {
         let mut open = true;
         loop {
             let inbound = if open { &incoming } else { &closed };
+            let timer = self.terminals.timer();
             select_biased! {
                 recv(frames.receiver()) -> queued => {
                     let Ok(queued) = queued else { break };
@@ -184,6 +203,7 @@ impl<W: Write> Front<W> {
                     }
                     Ok(message) => self.on_incoming(message)?,
                 },
+                recv(timer) -> _ => self.terminal_deadlines()?,
             }
             if frames.receiver().is_empty() {
                 self.wire.flush()?;
@@ -244,9 +264,7 @@ impl<W: Write> Front<W> {
             "session/cancel" if params["sessionId"].as_str() == Some(self.session.as_str()) => {
                 self.cancel()
             }
-            // Requests are answered in order and fast; only a prompt runs long, and
-            // `session/cancel` is how a turn is stopped.
-            "$/cancel_request" => {}
+            "$/cancel_request" => return self.on_cancel_request(params),
             other => log::debug!("ignoring notification {other}"),
         }
         Ok(())
@@ -335,6 +353,7 @@ impl<W: Write> Front<W> {
         self.turn = Some(Turn {
             id,
             cancelled: false,
+            by_request: false,
             accepted: false,
         });
         self.command(
@@ -348,7 +367,33 @@ impl<W: Write> Front<W> {
     fn cancel(&mut self) {
         let Some(turn) = &mut self.turn else { return };
         turn.cancelled = true;
+        // `session/cancel` asks for the `cancelled` stop reason, whatever came before it.
+        turn.by_request = false;
         self.abort();
+    }
+
+    /// `$/cancel_request`: a prompt stops as with `session/cancel` and is answered -32800 once
+    /// its run has ended (so no update follows the answer); a `session/new`, `session/load` or
+    /// model change still under way is answered -32800 now, its remaining steps unanswered.
+    /// Every other request was answered when it came; unknown ids are ignored.
+    fn on_cancel_request(&mut self, params: Value) -> std::io::Result<()> {
+        let Ok(note) = serde_json::from_value::<CancelRequestNotification>(params) else {
+            return Ok(());
+        };
+        let id = note.request_id;
+        if let Some(turn) = self.turn.as_mut().filter(|t| t.id == id) {
+            if !turn.cancelled {
+                turn.cancelled = true;
+                turn.by_request = true;
+                self.abort();
+            }
+            return Ok(());
+        }
+        let in_flight = self.waiting.values().any(|w| w.request() == Some(&id));
+        if in_flight && !self.wire.is_cancelled(&id) {
+            return self.wire.cancel(id);
+        }
+        Ok(())
     }
 
     /// Aborts the run on the control lane, which overtakes every queued command.
@@ -468,6 +513,7 @@ impl<W: Write> Front<W> {
             read_only: self.mode == "plan",
             host_reads: self.client.fs.read_text_file,
             host_writes: self.client.fs.write_text_file,
+            host_terminal: self.client.terminal,
         };
         let Some(tx) = &self.commands else { return };
         if tx.try_send(CommandFrame::Policy(policy)).is_err() {
@@ -533,6 +579,7 @@ impl<W: Write> Front<W> {
             Outbound::Response(r) => self.on_response(r),
             Outbound::Event(event) => self.on_event(*event),
             Outbound::Frame(frame) => self.on_callback(frame),
+            Outbound::Terminal(frame) => self.on_terminal(frame),
             Outbound::Show(show) => match updates::show(&show) {
                 Some(update) => self.update(update),
                 None => Ok(()),
@@ -628,6 +675,10 @@ impl<W: Write> Front<W> {
 
     /// Replays the loaded history as updates, then answers `session/load`.
     fn replay(&mut self, id: RequestId, data: &Value) -> std::io::Result<()> {
+        if self.wire.is_cancelled(&id) {
+            // Answered -32800 already: the client does not want the history.
+            return self.wire.respond::<()>(id, Err(Error::request_cancelled()));
+        }
         let messages: Vec<AgentMessage> =
             serde_json::from_value(data["messages"].clone()).unwrap_or_default();
         self.shown.clear();
@@ -689,7 +740,7 @@ impl<W: Write> Front<W> {
                     .remove(&tool_call_id)
                     .map(|s| s.args)
                     .unwrap_or(Value::Null);
-                let update = updates::result(
+                let mut update = updates::result(
                     &tool_call_id,
                     &tool_name,
                     &args,
@@ -697,6 +748,7 @@ impl<W: Write> Front<W> {
                     &result,
                     is_error,
                 );
+                self.keep_terminal(&mut update);
                 self.update(SessionUpdate::ToolCallUpdate(update))
             }
             AgentEvent::AgentEnd {
@@ -718,6 +770,11 @@ impl<W: Write> Front<W> {
         let Some(turn) = self.turn.take() else {
             return Ok(());
         };
+        if turn.by_request {
+            return self
+                .wire
+                .respond::<()>(turn.id, Err(Error::request_cancelled()));
+        }
         match updates::stop_reason(outcome, messages, turn.cancelled, error) {
             Ok(reason) => self.wire.respond(turn.id, Ok(PromptResponse::new(reason))),
             Err(message) => self

@@ -5,7 +5,8 @@
 //! - `gjc-acp-in` (`reader.rs`) reads and sorts lines, as `gjc-stdin` does in RPC mode;
 //! - `gjc-acp` (`front.rs`) replaces `gjc-stdout`: it reads the same output lane, turns client
 //!   requests into session commands and session events into `session/update` notifications,
-//!   and serves the host broker's callbacks through the editor (`callbacks.rs`).
+//!   and serves the host broker's callbacks through the editor (`callbacks.rs`, and
+//!   `terminal.rs` for the bash tool's commands when the editor offers terminals).
 //!
 //! Wire types come from the protocol's own schema crate (`agent-client-protocol-schema`).
 
@@ -13,6 +14,7 @@ pub mod callbacks;
 pub mod commands;
 pub mod front;
 pub mod reader;
+mod terminal;
 pub mod updates;
 pub mod wire;
 
