@@ -2,6 +2,11 @@
 //! scripted provider. Every message gjc writes is checked against the protocol crate's types:
 //! each `session/update` and each request to the client must deserialize into its type.
 
+/// `$/cancel_request`, a dead parent, a client that stops reading stdout.
+mod robust;
+/// The bash tool in the editor's terminal (`terminal/*`).
+mod terminal;
+
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -9,8 +14,10 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use agent_client_protocol_schema::v1::{
-    InitializeResponse, NewSessionResponse, PromptResponse, ReadTextFileRequest,
-    RequestPermissionRequest, SessionNotification, WriteTextFileRequest,
+    CancelRequestNotification, CreateTerminalRequest, InitializeResponse, KillTerminalRequest,
+    NewSessionResponse, PromptResponse, ReadTextFileRequest, ReleaseTerminalRequest,
+    RequestPermissionRequest, SessionNotification, TerminalOutputRequest,
+    WaitForTerminalExitRequest, WriteTextFileRequest,
 };
 use crossbeam_channel::{unbounded, Receiver};
 use serde_json::{json, Value};
@@ -99,7 +106,22 @@ fn validate(message: &Value) {
         Some("fs/write_text_file") => {
             serde_json::from_value::<WriteTextFileRequest>(params).map(drop)
         }
-        Some("$/cancel_request") => Ok(()),
+        Some("terminal/create") => {
+            serde_json::from_value::<CreateTerminalRequest>(params).map(drop)
+        }
+        Some("terminal/wait_for_exit") => {
+            serde_json::from_value::<WaitForTerminalExitRequest>(params).map(drop)
+        }
+        Some("terminal/output") => {
+            serde_json::from_value::<TerminalOutputRequest>(params).map(drop)
+        }
+        Some("terminal/kill") => serde_json::from_value::<KillTerminalRequest>(params).map(drop),
+        Some("terminal/release") => {
+            serde_json::from_value::<ReleaseTerminalRequest>(params).map(drop)
+        }
+        Some("$/cancel_request") => {
+            serde_json::from_value::<CancelRequestNotification>(params).map(drop)
+        }
         Some(other) => panic!("gjc sent an unexpected method {other}: {message}"),
         None => Ok(()),
     };

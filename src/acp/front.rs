@@ -136,6 +136,8 @@ pub struct Front<W: Write> {
     pub(super) shown: HashMap<String, Shown>,
     pub(super) outgoing: HashMap<RequestId, super::callbacks::Outgoing>,
     pub(super) terminals: super::terminal::Terminals,
+    /// Tells the reader which prompt is running, so a `session/cancel` acts at once.
+    pub(super) running: super::reader::Running,
     /// Tools the user allowed for the rest of the session ("allow always").
     pub(super) always: HashSet<String>,
     mode: &'static str,
@@ -171,6 +173,7 @@ impl<W: Write> Front<W> {
             shown: HashMap::new(),
             outgoing: HashMap::new(),
             terminals: Default::default(),
+            running: Default::default(),
             always: HashSet::new(),
             mode: "default",
             permissions: "ask",
@@ -205,6 +208,8 @@ impl<W: Write> Front<W> {
                 },
                 recv(timer) -> _ => self.terminal_deadlines()?,
             }
+            let running = self.turn.as_ref().map(|_| self.session.as_str());
+            self.running.sync(running);
             if frames.receiver().is_empty() {
                 self.wire.flush()?;
             }

@@ -47,14 +47,20 @@ pub struct Connections {
 /// writer. The body returns the error that ended stdout, if any.
 pub fn start(c: Connections, max_line: usize) -> impl FnOnce() -> std::io::Result<()> + Send {
     let (to_front, inbox) = bounded(INBOX);
+    let running = reader::Running::default();
+    let cancel = reader::Cancel {
+        running: running.clone(),
+        control: c.control.clone(),
+    };
     let reader = std::thread::Builder::new()
         .name("gjc-acp-in".into())
-        .spawn(move || reader::run(std::io::stdin().lock(), to_front, max_line));
+        .spawn(move || reader::run(std::io::stdin().lock(), to_front, max_line, cancel));
     if let Err(e) = reader {
         log::error!("cannot start the ACP reader: {e}");
     }
     move || {
-        let (front, frames) = front::Front::new(std::io::stdout().lock(), c);
+        let (mut front, frames) = front::Front::new(std::io::stdout().lock(), c);
+        front.running = running;
         front.run(inbox, frames)
     }
 }

@@ -230,17 +230,20 @@ impl<W: Write> Front<W> {
         }
         run.terminal = Some(terminal.clone());
         let (tool_call_id, kill_at) = (run.tool_call_id.clone(), run.kill_at);
-        let params = WaitForTerminalExitRequest::new(self.session_id(), terminal.clone());
-        self.step(host_id, Step::Wait, params, kill_at)?;
         self.terminals
             .remember(tool_call_id.clone(), terminal.clone());
+        // Shown first, so the editor displays the terminal while the command runs.
         let fields = ToolCallUpdateFields::new()
             .status(ToolCallStatus::InProgress)
-            .content(vec![ToolCallContent::Terminal(Terminal::new(terminal))]);
+            .content(vec![ToolCallContent::Terminal(Terminal::new(
+                terminal.clone(),
+            ))]);
         self.update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
             tool_call_id,
             fields,
-        )))
+        )))?;
+        let params = WaitForTerminalExitRequest::new(self.session_id(), terminal);
+        self.step(host_id, Step::Wait, params, kill_at)
     }
 
     fn ask_output(&mut self, host_id: &str) -> std::io::Result<()> {
