@@ -46,24 +46,33 @@ fn acp(script: Value) -> Acp {
     spawn_in(tempfile::tempdir().unwrap(), script)
 }
 
-/// Starts gjc in `home` (reused to load a session an earlier process wrote).
-fn spawn_in(home: tempfile::TempDir, script: Value) -> Acp {
-    let agent = home.path().join("agent");
-    let project = home.path().join("project");
+/// `gjc --mode acp` with the scripted provider, its agent folder and project under `home`: the
+/// command (stdio left to the caller) and the project's folder.
+fn gjc_in(home: &std::path::Path, script: &Value) -> (Command, PathBuf) {
+    let agent = home.join("agent");
+    let project = home.join("project");
     std::fs::create_dir_all(&agent).unwrap();
     std::fs::create_dir_all(&project).unwrap();
     let project = project.canonicalize().unwrap();
-    let script_path = home.path().join("script.json");
+    let script_path = home.join("script.json");
     std::fs::write(&script_path, script.to_string()).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gjc"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gjc"));
+    command
         .args(["--mode", "acp", "--provider", "scripted", "--script"])
         .arg(&script_path)
-        .env("HOME", home.path())
+        .env("HOME", home)
         .env("GJC_CODING_AGENT_DIR", &agent)
         .env("RUST_LOG", "warn")
         // Reminder turns about open tasks would need more script than these tests are about.
         .env("GJC_TODO_REMINDERS", "0")
-        .current_dir(&project)
+        .current_dir(&project);
+    (command, project)
+}
+
+/// Starts gjc in `home` (reused to load a session an earlier process wrote).
+fn spawn_in(home: tempfile::TempDir, script: Value) -> Acp {
+    let (mut command, project) = gjc_in(home.path(), &script);
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -213,6 +222,15 @@ impl Acp {
         );
         let session: NewSessionResponse = serde_json::from_value(self.result(id)).unwrap();
         session.session_id.0.to_string()
+    }
+
+    /// Permissions `allow_all`: no call asks.
+    fn allow_all(&mut self, session: &str) {
+        let set = self.request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "permissions", "value": "allow_all"}),
+        );
+        self.result(set);
     }
 
     fn prompt(&mut self, session: &str, text: &str) -> i64 {
@@ -437,11 +455,7 @@ fn file_tools_use_the_editor_buffers_when_offered() {
     std::fs::write(g.project.join("notes.txt"), "on disk\n").unwrap();
     g.initialize(json!({"fs": {"readTextFile": true, "writeTextFile": true}}));
     let session = g.new_session();
-    let set = g.request(
-        "session/set_config_option",
-        json!({"sessionId": session, "configId": "permissions", "value": "allow_all"}),
-    );
-    g.result(set);
+    g.allow_all(&session);
     let id = g.prompt(&session, "go");
     let read = g.until(|m| m["method"] == "fs/read_text_file");
     let read = read.last().unwrap().clone();
@@ -496,8 +510,9 @@ fn the_todo_list_is_the_plan() {
     );
 }
 
-#[test]
-fn cancel_mid_stream_ends_the_turn_as_cancelled() {
+/// gjc with a prompt streaming a reply that then stalls until stopped: the session and the
+/// prompt's id.
+fn streaming() -> (Acp, String, i64) {
     let mut g = acp(json!({"turns": [
         {"content": [{"type": "text", "text": "streaming slowly and then stalling"}],
          "chunkChars": 4, "delayMs": 20, "stall": true}
@@ -506,15 +521,25 @@ fn cancel_mid_stream_ends_the_turn_as_cancelled() {
     let session = g.new_session();
     let id = g.prompt(&session, "talk");
     g.until(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
-    g.notify("session/cancel", json!({"sessionId": session}));
-    let (reason, _) = g.stop_reason(id);
-    assert_eq!(reason, "cancelled");
-    // The session takes the next prompt: it runs, and fails only because the script has no
-    // second turn.
-    let id = g.prompt(&session, "again");
+    (g, session, id)
+}
+
+/// The run stopped: the session takes the next prompt, which runs and fails only because the
+/// script has no second turn.
+fn takes_the_next_prompt(g: &mut Acp, session: &str) {
+    let id = g.prompt(session, "again");
     let (response, _) = g.response(id);
     let error = response["error"]["data"].as_str().unwrap_or_default();
     assert!(error.contains("script exhausted"), "{response}");
+}
+
+#[test]
+fn cancel_mid_stream_ends_the_turn_as_cancelled() {
+    let (mut g, session, id) = streaming();
+    g.notify("session/cancel", json!({"sessionId": session}));
+    let (reason, _) = g.stop_reason(id);
+    assert_eq!(reason, "cancelled");
+    takes_the_next_prompt(&mut g, &session);
 }
 
 #[test]

@@ -775,7 +775,7 @@ impl<W: Write> Front<W> {
         let Some(turn) = self.turn.take() else {
             return Ok(());
         };
-        if turn.by_request {
+        if turn.by_request && !self.running.cancelled() {
             return self
                 .wire
                 .respond::<()>(turn.id, Err(Error::request_cancelled()));

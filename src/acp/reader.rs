@@ -19,22 +19,46 @@ use crate::protocol::Command;
 use crate::session::ControlFrame;
 use crate::transport::stdin::{read_line, LineRead};
 
-/// The session whose prompt is running, as the front end last said (`None` between turns).
+/// The session whose prompt is running, as the front end last said, and whether the reader has
+/// seen a `session/cancel` for it.
 #[derive(Clone, Default)]
-pub struct Running(Arc<Mutex<Option<String>>>);
+pub struct Running(Arc<Mutex<Turn>>);
+
+#[derive(Default)]
+struct Turn {
+    /// `None` between turns.
+    session: Option<String>,
+    cancelled: bool,
+}
 
 impl Running {
-    /// Called by the front end after each message it handles; writes only on a change.
+    /// Called by the front end after each message it handles; writes only on a change (a new
+    /// turn starts uncancelled).
     pub fn sync(&self, session: Option<&str>) {
-        let mut running = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if running.as_deref() != session {
-            *running = session.map(str::to_string);
+        let mut turn = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if turn.session.as_deref() != session {
+            *turn = Turn {
+                session: session.map(str::to_string),
+                cancelled: false,
+            };
         }
     }
 
-    fn is(&self, session: &str) -> bool {
-        let running = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        running.as_deref() == Some(session)
+    /// The client sent `session/cancel` for the running turn, even if the front end has not
+    /// reached that message yet: its answer must be `cancelled`.
+    pub fn cancelled(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .cancelled
+    }
+
+    /// Marks the turn of `session` cancelled; false when it is not the one running.
+    fn cancel(&self, session: &str) -> bool {
+        let mut turn = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let running = turn.session.as_deref() == Some(session);
+        turn.cancelled |= running;
+        running
     }
 }
 
@@ -52,7 +76,7 @@ impl Cancel {
             return;
         };
         let session = params["sessionId"].as_str();
-        if method != "session/cancel" || !session.is_some_and(|s| self.running.is(s)) {
+        if method != "session/cancel" || !session.is_some_and(|s| self.running.cancel(s)) {
             return;
         }
         if let Some(Ok(command)) = Command::decode("abort", json!({})) {

@@ -19,11 +19,7 @@ fn prompted(script: Value, terminal: bool) -> (Acp, String, i64) {
     let mut g = acp(script);
     g.initialize(json!({"terminal": terminal}));
     let session = g.new_session();
-    let set = g.request(
-        "session/set_config_option",
-        json!({"sessionId": session, "configId": "permissions", "value": "allow_all"}),
-    );
-    g.result(set);
+    g.allow_all(&session);
     let id = g.prompt(&session, "run it");
     (g, session, id)
 }
