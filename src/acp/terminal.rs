@@ -398,3 +398,77 @@ fn decode<T: DeserializeOwned>(result: Result<Value, Error>) -> Result<T, Error>
         serde_json::from_value(v).map_err(|e| Error::invalid_params().data(e.to_string()))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossbeam_channel::unbounded;
+
+    /// A front end writing to memory, and what it tells the host broker.
+    fn front(terminal: bool) -> (Front<Vec<u8>>, Receiver<HostRequest>) {
+        let (_out, frames, _wake) = crate::output::lane();
+        let (control, _) = unbounded();
+        let (commands, _) = unbounded();
+        let (host, broker) = unbounded();
+        let connections = super::super::Connections {
+            frames,
+            control,
+            commands,
+            host,
+            cwd: std::env::temp_dir(),
+            session: "s".into(),
+            skills: Vec::new(),
+            models: super::super::front::Models {
+                available: Vec::new(),
+                current: None,
+            },
+        };
+        let (mut front, _) = Front::new(Vec::new(), connections);
+        front.client.terminal = terminal;
+        (front, broker)
+    }
+
+    fn run(id: &str) -> TerminalFrame {
+        TerminalFrame::Run(TerminalRun {
+            id: id.into(),
+            tool_call_id: "call_1".into(),
+            command: "true".into(),
+            cwd: std::env::temp_dir(),
+            timeout: None,
+            output_limit: 1024,
+        })
+    }
+
+    fn answer(broker: &Receiver<HostRequest>) -> (String, Result<TerminalExit, String>) {
+        match broker.try_recv() {
+            Ok(HostRequest::TerminalDone { id, result }) => (id, result),
+            _ => panic!("no terminal answer"),
+        }
+    }
+
+    #[test]
+    fn an_editor_that_never_creates_the_terminal_fails_the_call_at_the_deadline() {
+        let (mut front, broker) = front(true);
+        front.on_terminal(run("term_1")).unwrap();
+        assert!(front.wire.sent().contains(r#""method":"terminal/create""#));
+        assert!(broker.try_recv().is_err(), "nothing is answered yet");
+        front.terminals.runs.get_mut("term_1").unwrap().deadline = Some(Instant::now());
+        front.terminal_deadlines().unwrap();
+        let (id, result) = answer(&broker);
+        assert_eq!(id, "term_1");
+        let error = result.unwrap_err();
+        assert!(error.contains("terminal/create within 30 s"), "{error}");
+        assert!(front.wire.sent().contains(r#""method":"$/cancel_request""#));
+        // Nothing is kept for it.
+        assert!(front.terminals.runs.is_empty() && front.outgoing.is_empty());
+    }
+
+    #[test]
+    fn without_a_terminal_the_call_is_refused_at_once() {
+        let (mut front, broker) = front(false);
+        front.on_terminal(run("term_2")).unwrap();
+        let (_, result) = answer(&broker);
+        assert!(result.unwrap_err().contains("no terminal"));
+        assert!(!front.wire.sent().contains("terminal/create"));
+    }
+}

@@ -94,6 +94,15 @@ impl<W: Write> Wire<W> {
 }
 
 #[cfg(test)]
+impl Wire<Vec<u8>> {
+    /// Everything written so far (tests of the front end).
+    pub fn sent(&mut self) -> String {
+        self.out.flush().unwrap();
+        String::from_utf8(self.out.get_ref().clone()).unwrap()
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
