@@ -193,21 +193,46 @@ fn without_terminals_bash_runs_locally() {
     assert_eq!(text, "printed");
 }
 
-#[test]
-fn plan_mode_refuses_a_command_before_any_terminal_is_made() {
+/// A terminal client's session, about to be prompted to run `touch made.txt`.
+fn touching() -> (Acp, String) {
     let mut g = acp(bash_turns(json!({"command": "touch made.txt"})));
     g.initialize(json!({"terminal": true}));
     let session = g.new_session();
+    (g, session)
+}
+
+/// The prompt ended normally with the call refused (`why`) and no terminal made.
+fn refused_without_a_terminal(g: &mut Acp, id: i64, before: Vec<Value>, why: &str) {
+    let (reason, after) = g.stop_reason(id);
+    assert_eq!(reason, "end_turn");
+    let messages = [before, after].concat();
+    assert!(messages.iter().all(|m| m["method"] != "terminal/create"));
+    let (done, text) = ended(&messages);
+    assert_eq!(done["status"], "failed");
+    assert!(text.contains(why), "{text}");
+    assert!(!g.project.join("made.txt").exists());
+}
+
+#[test]
+fn plan_mode_refuses_a_command_before_any_terminal_is_made() {
+    let (mut g, session) = touching();
     let set = g.request(
         "session/set_mode",
         json!({"sessionId": session, "modeId": "plan"}),
     );
     g.result(set);
     let id = g.prompt(&session, "touch it");
-    let (reason, messages) = g.stop_reason(id);
-    assert_eq!(reason, "end_turn");
-    assert!(messages.iter().all(|m| m["method"] != "terminal/create"));
-    let (done, text) = ended(&messages);
-    assert_eq!(done["status"], "failed");
-    assert!(text.contains("plan mode"), "{text}");
+    refused_without_a_terminal(&mut g, id, Vec::new(), "plan mode");
+}
+
+#[test]
+fn a_command_waits_for_permission_before_any_terminal_is_made() {
+    let (mut g, session) = touching();
+    let id = g.prompt(&session, "touch it");
+    let (ask, before) = expect(&mut g, "session/request_permission");
+    g.answer(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
+    );
+    refused_without_a_terminal(&mut g, id, before, "denied");
 }
