@@ -14,12 +14,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol_schema::v1::{
-    AgentCapabilities, AuthenticateResponse, CancelRequestNotification, ClientCapabilities,
-    ContentBlock, EmbeddedResourceResource, Error, Implementation, InitializeRequest,
-    InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    RequestId, SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
-    SessionId, SessionMode, SessionModeState, SessionNotification, SetSessionConfigOptionRequest,
+    AgentCapabilities, AuthenticateResponse, ClientCapabilities, ContentBlock,
+    EmbeddedResourceResource, Error, Implementation, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, LoadSessionResponse, McpCapabilities, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, RequestId,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
+    SessionMode, SessionModeState, SessionNotification, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, ToolCallStatus,
 };
 use agent_client_protocol_schema::ProtocolVersion;
@@ -382,6 +382,7 @@ impl<W: Write> Front<W> {
     /// model change still under way is answered -32800 now, its remaining steps unanswered.
     /// Every other request was answered when it came; unknown ids are ignored.
     fn on_cancel_request(&mut self, params: Value) -> std::io::Result<()> {
+        use agent_client_protocol_schema::v1::CancelRequestNotification;
         let Ok(note) = serde_json::from_value::<CancelRequestNotification>(params) else {
             return Ok(());
         };
