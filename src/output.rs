@@ -156,7 +156,7 @@ impl Gauge {
 fn estimate(frame: &Outbound) -> usize {
     const SMALL: usize = 256;
     match frame {
-        Outbound::Ready | Outbound::Frame(_) | Outbound::Show(_) => SMALL,
+        Outbound::Ready | Outbound::Frame(_) | Outbound::Show(_) | Outbound::Terminal(_) => SMALL,
         Outbound::Response(r) => SMALL + r.data.as_ref().map_or(0, |d| d.get().len()),
         Outbound::Event(ev) => match ev.as_ref() {
             AgentEvent::MessageUpdate {

@@ -2,6 +2,11 @@
 //! scripted provider. Every message gjc writes is checked against the protocol crate's types:
 //! each `session/update` and each request to the client must deserialize into its type.
 
+/// `$/cancel_request`, a dead parent, a client that stops reading stdout.
+mod robust;
+/// The bash tool in the editor's terminal (`terminal/*`).
+mod terminal;
+
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -9,8 +14,10 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use agent_client_protocol_schema::v1::{
-    InitializeResponse, NewSessionResponse, PromptResponse, ReadTextFileRequest,
-    RequestPermissionRequest, SessionNotification, WriteTextFileRequest,
+    CancelRequestNotification, CreateTerminalRequest, InitializeResponse, KillTerminalRequest,
+    NewSessionResponse, PromptResponse, ReadTextFileRequest, ReleaseTerminalRequest,
+    RequestPermissionRequest, SessionNotification, TerminalOutputRequest,
+    WaitForTerminalExitRequest, WriteTextFileRequest,
 };
 use crossbeam_channel::{unbounded, Receiver};
 use serde_json::{json, Value};
@@ -42,30 +49,49 @@ fn acp(script: Value) -> Acp {
     spawn_in(tempfile::tempdir().unwrap(), script)
 }
 
-/// Starts gjc in `home` (reused to load a session an earlier process wrote).
-fn spawn_in(home: tempfile::TempDir, script: Value) -> Acp {
-    let script_path = home.path().join("script.json");
-    std::fs::write(&script_path, script.to_string()).unwrap();
-    let script_arg = script_path.display().to_string();
-    spawn_with(home, &["--provider", "scripted", "--script", &script_arg])
-}
-
-/// Starts gjc in `home` with these flags besides `--mode acp`.
-fn spawn_with(home: tempfile::TempDir, args: &[&str]) -> Acp {
-    let agent = home.path().join("agent");
-    let project = home.path().join("project");
+/// `gjc --mode acp` with its agent folder and project under `home` and these flags: the command
+/// (stdio left to the caller) and the project's folder.
+fn gjc_with(home: &std::path::Path, args: &[&str]) -> (Command, PathBuf) {
+    let agent = home.join("agent");
+    let project = home.join("project");
     std::fs::create_dir_all(&agent).unwrap();
     std::fs::create_dir_all(&project).unwrap();
     let project = project.canonicalize().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gjc"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gjc"));
+    command
         .args(["--mode", "acp"])
         .args(args)
-        .env("HOME", home.path())
+        .env("HOME", home)
         .env("GJC_CODING_AGENT_DIR", &agent)
         .env("RUST_LOG", "warn")
         // Reminder turns about open tasks would need more script than these tests are about.
         .env("GJC_TODO_REMINDERS", "0")
-        .current_dir(&project)
+        .current_dir(&project);
+    (command, project)
+}
+
+/// The same with the scripted provider playing `script`.
+fn gjc_in(home: &std::path::Path, script: &Value) -> (Command, PathBuf) {
+    let script_path = home.join("script.json");
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    let script_arg = script_path.display().to_string();
+    gjc_with(home, &["--provider", "scripted", "--script", &script_arg])
+}
+
+/// Starts gjc in `home` (reused to load a session an earlier process wrote).
+fn spawn_in(home: tempfile::TempDir, script: Value) -> Acp {
+    let (command, project) = gjc_in(home.path(), &script);
+    spawn(command, home, project)
+}
+
+/// Starts gjc in `home` with these flags besides `--mode acp`.
+fn spawn_with(home: tempfile::TempDir, args: &[&str]) -> Acp {
+    let (command, project) = gjc_with(home.path(), args);
+    spawn(command, home, project)
+}
+
+fn spawn(mut command: Command, home: tempfile::TempDir, project: PathBuf) -> Acp {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -108,7 +134,22 @@ fn validate(message: &Value) {
         Some("fs/write_text_file") => {
             serde_json::from_value::<WriteTextFileRequest>(params).map(drop)
         }
-        Some("$/cancel_request") => Ok(()),
+        Some("terminal/create") => {
+            serde_json::from_value::<CreateTerminalRequest>(params).map(drop)
+        }
+        Some("terminal/wait_for_exit") => {
+            serde_json::from_value::<WaitForTerminalExitRequest>(params).map(drop)
+        }
+        Some("terminal/output") => {
+            serde_json::from_value::<TerminalOutputRequest>(params).map(drop)
+        }
+        Some("terminal/kill") => serde_json::from_value::<KillTerminalRequest>(params).map(drop),
+        Some("terminal/release") => {
+            serde_json::from_value::<ReleaseTerminalRequest>(params).map(drop)
+        }
+        Some("$/cancel_request") => {
+            serde_json::from_value::<CancelRequestNotification>(params).map(drop)
+        }
         Some(other) => panic!("gjc sent an unexpected method {other}: {message}"),
         None => Ok(()),
     };
@@ -200,6 +241,15 @@ impl Acp {
         );
         let session: NewSessionResponse = serde_json::from_value(self.result(id)).unwrap();
         session.session_id.0.to_string()
+    }
+
+    /// Permissions `allow_all`: no call asks.
+    fn allow_all(&mut self, session: &str) {
+        let set = self.request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "permissions", "value": "allow_all"}),
+        );
+        self.result(set);
     }
 
     fn prompt(&mut self, session: &str, text: &str) -> i64 {
@@ -424,11 +474,7 @@ fn file_tools_use_the_editor_buffers_when_offered() {
     std::fs::write(g.project.join("notes.txt"), "on disk\n").unwrap();
     g.initialize(json!({"fs": {"readTextFile": true, "writeTextFile": true}}));
     let session = g.new_session();
-    let set = g.request(
-        "session/set_config_option",
-        json!({"sessionId": session, "configId": "permissions", "value": "allow_all"}),
-    );
-    g.result(set);
+    g.allow_all(&session);
     let id = g.prompt(&session, "go");
     let read = g.until(|m| m["method"] == "fs/read_text_file");
     let read = read.last().unwrap().clone();
@@ -483,8 +529,9 @@ fn the_todo_list_is_the_plan() {
     );
 }
 
-#[test]
-fn cancel_mid_stream_ends_the_turn_as_cancelled() {
+/// gjc with a prompt streaming a reply that then stalls until stopped: the session and the
+/// prompt's id.
+fn streaming() -> (Acp, String, i64) {
     let mut g = acp(json!({"turns": [
         {"content": [{"type": "text", "text": "streaming slowly and then stalling"}],
          "chunkChars": 4, "delayMs": 20, "stall": true}
@@ -493,15 +540,25 @@ fn cancel_mid_stream_ends_the_turn_as_cancelled() {
     let session = g.new_session();
     let id = g.prompt(&session, "talk");
     g.until(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
-    g.notify("session/cancel", json!({"sessionId": session}));
-    let (reason, _) = g.stop_reason(id);
-    assert_eq!(reason, "cancelled");
-    // The session takes the next prompt: it runs, and fails only because the script has no
-    // second turn.
-    let id = g.prompt(&session, "again");
+    (g, session, id)
+}
+
+/// The run stopped: the session takes the next prompt, which runs and fails only because the
+/// script has no second turn.
+fn takes_the_next_prompt(g: &mut Acp, session: &str) {
+    let id = g.prompt(session, "again");
     let (response, _) = g.response(id);
     let error = response["error"]["data"].as_str().unwrap_or_default();
     assert!(error.contains("script exhausted"), "{response}");
+}
+
+#[test]
+fn cancel_mid_stream_ends_the_turn_as_cancelled() {
+    let (mut g, session, id) = streaming();
+    g.notify("session/cancel", json!({"sessionId": session}));
+    let (reason, _) = g.stop_reason(id);
+    assert_eq!(reason, "cancelled");
+    takes_the_next_prompt(&mut g, &session);
 }
 
 #[test]

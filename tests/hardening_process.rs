@@ -17,7 +17,7 @@ fn mode(path: &Path) -> u32 {
 }
 
 /// Kills a process this test may have left behind (only when the code under test failed).
-fn kill_leftover(pid: u32) {
+pub(crate) fn kill_leftover(pid: u32) {
     if !has_exited(pid) {
         // SAFETY: plain syscall on a pid this test learnt from the command it ran.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
@@ -147,7 +147,7 @@ time.sleep(1000)
 "#;
 
 /// The host process, killed however the test ends.
-struct Host(std::process::Child);
+pub(crate) struct Host(pub std::process::Child);
 
 impl Drop for Host {
     fn drop(&mut self) {

@@ -35,6 +35,10 @@ pub(super) enum Outgoing {
     Write {
         host_id: String,
     },
+    /// A step of a terminal run (`terminal.rs`).
+    Terminal {
+        host_id: String,
+    },
 }
 
 impl Outgoing {
@@ -42,7 +46,8 @@ impl Outgoing {
         match self {
             Outgoing::Permission { host_id, .. }
             | Outgoing::Read { host_id }
-            | Outgoing::Write { host_id } => host_id,
+            | Outgoing::Write { host_id }
+            | Outgoing::Terminal { host_id } => host_id,
         }
     }
 }
@@ -207,6 +212,7 @@ impl<W: Write> Front<W> {
             Outgoing::Write { host_id } => {
                 self.reply_uri(host_id, result.map(|_| None).map_err(describe))
             }
+            Outgoing::Terminal { host_id } => self.on_terminal_response(&host_id, result),
         }
     }
 
@@ -252,14 +258,14 @@ impl<W: Write> Front<W> {
         Ok(())
     }
 
-    fn next_request_id(&mut self) -> RequestId {
+    pub(super) fn next_request_id(&mut self) -> RequestId {
         self.next_client_id += 1;
         RequestId::Number(self.next_client_id)
     }
 }
 
 /// The client's error as the tool shows it to the model.
-fn describe(error: Error) -> String {
+pub(super) fn describe(error: Error) -> String {
     match error.data {
         Some(Value::String(detail)) => format!("the editor refused: {} ({detail})", error.message),
         Some(other) => format!("the editor refused: {} ({other})", error.message),

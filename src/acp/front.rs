@@ -80,10 +80,23 @@ pub(super) enum Waiting {
     Session(super::sessions::Step),
 }
 
+impl Waiting {
+    /// The client request it answers, if any.
+    fn request(&self) -> Option<&RequestId> {
+        match self {
+            Waiting::Nobody | Waiting::Prompt => None,
+            Waiting::SetModel(id, _) => Some(id),
+            Waiting::Session(step) => Some(step.request()),
+        }
+    }
+}
+
 /// The `session/prompt` in flight.
 pub(super) struct Turn {
     id: RequestId,
     cancelled: bool,
+    /// Cancelled by `$/cancel_request` alone: answered -32800 rather than `cancelled`.
+    by_request: bool,
     /// The prompt command has been accepted by the session (its run has started).
     accepted: bool,
 }
@@ -116,6 +129,9 @@ pub struct Front<W: Write> {
     pub(super) turn: Option<Turn>,
     pub(super) shown: HashMap<String, Shown>,
     pub(super) outgoing: HashMap<RequestId, super::callbacks::Outgoing>,
+    pub(super) terminals: super::terminal::Terminals,
+    /// Tells the reader which prompt is running, so a `session/cancel` acts at once.
+    pub(super) running: super::reader::Running,
     /// Tools the user allowed for the rest of the session ("allow always").
     pub(super) always: HashSet<String>,
     mode: &'static str,
@@ -152,6 +168,8 @@ impl<W: Write> Front<W> {
             turn: None,
             shown: HashMap::new(),
             outgoing: HashMap::new(),
+            terminals: Default::default(),
+            running: Default::default(),
             always: HashSet::new(),
             mode: "default",
             permissions: "ask",
@@ -168,6 +186,7 @@ impl<W: Write> Front<W> {
         let mut open = true;
         loop {
             let inbound = if open { &incoming } else { &closed };
+            let timer = self.terminals.timer();
             select_biased! {
                 recv(frames.receiver()) -> queued => {
                     let Ok(queued) = queued else { break };
@@ -183,7 +202,10 @@ impl<W: Write> Front<W> {
                     }
                     Ok(message) => self.on_incoming(message)?,
                 },
+                recv(timer) -> _ => self.terminal_deadlines()?,
             }
+            let running = self.turn.as_ref().map(|_| self.session.as_str());
+            self.running.sync(running);
             if frames.receiver().is_empty() {
                 self.wire.flush()?;
             }
@@ -254,9 +276,7 @@ impl<W: Write> Front<W> {
             "session/cancel" if params["sessionId"].as_str() == Some(self.session.as_str()) => {
                 self.cancel()
             }
-            // Requests are answered in order and fast; only a prompt runs long, and
-            // `session/cancel` is how a turn is stopped.
-            "$/cancel_request" => {}
+            "$/cancel_request" => return self.on_cancel_request(params),
             other => log::debug!("ignoring notification {other}"),
         }
         Ok(())
@@ -302,6 +322,7 @@ impl<W: Write> Front<W> {
         self.turn = Some(Turn {
             id,
             cancelled: false,
+            by_request: false,
             accepted: false,
         });
         self.command(
@@ -315,7 +336,34 @@ impl<W: Write> Front<W> {
     pub(super) fn cancel(&mut self) {
         let Some(turn) = &mut self.turn else { return };
         turn.cancelled = true;
+        // `session/cancel` asks for the `cancelled` stop reason, whatever came before it.
+        turn.by_request = false;
         self.abort();
+    }
+
+    /// `$/cancel_request`: a prompt stops as with `session/cancel` and is answered -32800 once
+    /// its run has ended (so no update follows the answer); a `session/new`, `session/load` or
+    /// model change still under way is answered -32800 now, its remaining steps unanswered.
+    /// Every other request was answered when it came; unknown ids are ignored.
+    fn on_cancel_request(&mut self, params: Value) -> std::io::Result<()> {
+        use agent_client_protocol_schema::v1::CancelRequestNotification;
+        let Ok(note) = serde_json::from_value::<CancelRequestNotification>(params) else {
+            return Ok(());
+        };
+        let id = note.request_id;
+        if let Some(turn) = self.turn.as_mut().filter(|t| t.id == id) {
+            if !turn.cancelled {
+                turn.cancelled = true;
+                turn.by_request = true;
+                self.abort();
+            }
+            return Ok(());
+        }
+        let in_flight = self.waiting.values().any(|w| w.request() == Some(&id));
+        if in_flight && !self.wire.is_cancelled(&id) {
+            return self.wire.cancel(id);
+        }
+        Ok(())
     }
 
     /// Aborts the run on the control lane, which overtakes every queued command.
@@ -441,6 +489,7 @@ impl<W: Write> Front<W> {
             read_only: self.mode == "plan",
             host_reads: self.client.fs.read_text_file,
             host_writes: self.client.fs.write_text_file,
+            host_terminal: self.client.terminal,
         };
         let Some(tx) = &self.commands else { return };
         if tx.try_send(CommandFrame::Policy(policy)).is_err() {
@@ -489,7 +538,7 @@ impl<W: Write> Front<W> {
                 Some(turn) => turn.id,
                 None => return,
             },
-            Waiting::Session(step) => step.request(),
+            Waiting::Session(step) => step.request().clone(),
             Waiting::SetModel(id, _) => id,
         };
         if let Err(e) = self.wire.respond::<()>(id, Err(error)) {
@@ -503,6 +552,7 @@ impl<W: Write> Front<W> {
             Outbound::Response(r) => self.on_response(r),
             Outbound::Event(event) => self.on_event(*event),
             Outbound::Frame(frame) => self.on_callback(frame),
+            Outbound::Terminal(frame) => self.on_terminal(frame),
             Outbound::Show(show) => match updates::show(&show) {
                 Some(update) => self.update(update),
                 None => Ok(()),
@@ -594,7 +644,7 @@ impl<W: Write> Front<W> {
                     .remove(&tool_call_id)
                     .map(|s| s.args)
                     .unwrap_or(Value::Null);
-                let update = updates::result(
+                let mut update = updates::result(
                     &tool_call_id,
                     &tool_name,
                     &args,
@@ -602,6 +652,7 @@ impl<W: Write> Front<W> {
                     &result,
                     is_error,
                 );
+                self.keep_terminal(&mut update);
                 self.update(SessionUpdate::ToolCallUpdate(update))
             }
             AgentEvent::AgentEnd {
@@ -623,6 +674,11 @@ impl<W: Write> Front<W> {
         let Some(turn) = self.turn.take() else {
             return Ok(());
         };
+        if turn.by_request && !self.running.cancelled() {
+            return self
+                .wire
+                .respond::<()>(turn.id, Err(Error::request_cancelled()));
+        }
         match updates::stop_reason(outcome, messages, turn.cancelled, error) {
             Ok(reason) => self.wire.respond(turn.id, Ok(PromptResponse::new(reason))),
             Err(message) => self

@@ -5,7 +5,8 @@
 //! - `gjc-acp-in` (`reader.rs`) reads and sorts lines, as `gjc-stdin` does in RPC mode;
 //! - `gjc-acp` (`front.rs`) replaces `gjc-stdout`: it reads the same output lane, turns client
 //!   requests into session commands and session events into `session/update` notifications,
-//!   and serves the host broker's callbacks through the editor (`callbacks.rs`).
+//!   and serves the host broker's callbacks through the editor (`callbacks.rs`, and
+//!   `terminal.rs` for the bash tool's commands when the editor offers terminals).
 //!
 //! Wire types come from the protocol's own schema crate (`agent-client-protocol-schema`).
 
@@ -14,6 +15,7 @@ pub mod commands;
 pub mod front;
 pub mod reader;
 pub mod sessions;
+mod terminal;
 pub mod updates;
 pub mod wire;
 
@@ -47,14 +49,20 @@ pub struct Connections {
 /// writer. The body returns the error that ended stdout, if any.
 pub fn start(c: Connections, max_line: usize) -> impl FnOnce() -> std::io::Result<()> + Send {
     let (to_front, inbox) = bounded(INBOX);
+    let running = reader::Running::default();
+    let cancel = reader::Cancel {
+        running: running.clone(),
+        control: c.control.clone(),
+    };
     let reader = std::thread::Builder::new()
         .name("gjc-acp-in".into())
-        .spawn(move || reader::run(std::io::stdin().lock(), to_front, max_line));
+        .spawn(move || reader::run(std::io::stdin().lock(), to_front, max_line, cancel));
     if let Err(e) = reader {
         log::error!("cannot start the ACP reader: {e}");
     }
     move || {
-        let (front, frames) = front::Front::new(std::io::stdout().lock(), c);
+        let (mut front, frames) = front::Front::new(std::io::stdout().lock(), c);
+        front.running = running;
         front.run(inbox, frames)
     }
 }

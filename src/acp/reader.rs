@@ -2,14 +2,90 @@
 //! line into a JSON-RPC request, notification or response, and hands it to the front end. It
 //! never writes: a line that is not JSON-RPC becomes an `Incoming::Invalid` that the front end
 //! answers in its place in the order.
+//!
+//! One message it also acts on: a `session/cancel` for the prompt that is running aborts the run
+//! on the control lane at once, as RPC mode's `abort` does. The front end, which also takes the
+//! notification in its turn, may be blocked writing to a client that stopped reading stdout; the
+//! cancel must not wait for that client to read again.
 
 use std::io::Read;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_client_protocol_schema::v1::{Error, RequestId};
 use crossbeam_channel::Sender;
-use serde_json::Value;
+use serde_json::{json, Value};
 
+use crate::protocol::Command;
+use crate::session::ControlFrame;
 use crate::transport::stdin::{read_line, LineRead};
+
+/// The session whose prompt is running, as the front end last said, and whether the reader has
+/// seen a `session/cancel` for it.
+#[derive(Clone, Default)]
+pub struct Running(Arc<Mutex<Turn>>);
+
+#[derive(Default)]
+struct Turn {
+    /// `None` between turns.
+    session: Option<String>,
+    cancelled: bool,
+}
+
+impl Running {
+    /// Called by the front end after each message it handles; writes only on a change (a new
+    /// turn starts uncancelled).
+    pub fn sync(&self, session: Option<&str>) {
+        let mut turn = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if turn.session.as_deref() != session {
+            *turn = Turn {
+                session: session.map(str::to_string),
+                cancelled: false,
+            };
+        }
+    }
+
+    /// The client sent `session/cancel` for the running turn, even if the front end has not
+    /// reached that message yet: its answer must be `cancelled`.
+    pub fn cancelled(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .cancelled
+    }
+
+    /// Marks the turn of `session` cancelled; false when it is not the one running.
+    fn cancel(&self, session: &str) -> bool {
+        let mut turn = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let running = turn.session.as_deref() == Some(session);
+        turn.cancelled |= running;
+        running
+    }
+}
+
+/// What the reader needs to stop a run itself.
+pub struct Cancel {
+    pub running: Running,
+    pub control: Sender<ControlFrame>,
+}
+
+impl Cancel {
+    /// Aborts the running prompt when `incoming` cancels it. The abort carries no id: its
+    /// response is nobody's. The front end still answers the prompt `cancelled`.
+    fn act(&self, incoming: &Incoming) {
+        let Incoming::Notification { method, params } = incoming else {
+            return;
+        };
+        let session = params["sessionId"].as_str();
+        if method != "session/cancel" || !session.is_some_and(|s| self.running.cancel(s)) {
+            return;
+        }
+        if let Some(Ok(command)) = Command::decode("abort", json!({})) {
+            let _ = self
+                .control
+                .send(ControlFrame::Command { id: None, command });
+        }
+    }
+}
 
 /// One line from the client, sorted.
 #[derive(Debug)]
@@ -38,7 +114,7 @@ pub enum Incoming {
 }
 
 /// Reads until EOF, then reports `Closed`. A failed send means the front end has gone.
-pub fn run(input: impl Read, to_front: Sender<Incoming>, max_line: usize) {
+pub fn run(input: impl Read, to_front: Sender<Incoming>, max_line: usize, cancel: Cancel) {
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::with_capacity(64 * 1024);
     loop {
@@ -61,6 +137,7 @@ pub fn run(input: impl Read, to_front: Sender<Incoming>, max_line: usize) {
             line = Vec::with_capacity(64 * 1024);
             crate::memory::release_free_pages();
         }
+        cancel.act(&incoming);
         if to_front.send(incoming).is_err() {
             return;
         }

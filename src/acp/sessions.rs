@@ -90,7 +90,7 @@ pub enum Step {
 
 impl Step {
     /// The client's request this step answers.
-    pub fn request(self) -> RequestId {
+    pub fn request(&self) -> &RequestId {
         match self {
             Step::Fresh { id, .. }
             | Step::New { id, .. }
@@ -300,7 +300,7 @@ impl<W: Write> Front<W> {
                 self.command("get_state", json!({}), then);
                 Ok(())
             }
-            Step::New { id, mcp, cwd } => self.created(id, data, mcp, cwd),
+            Step::New { id, mcp, cwd } => self.session_created(id, data, mcp, cwd),
             Step::Switch {
                 id,
                 session,
@@ -335,7 +335,7 @@ impl<W: Write> Front<W> {
         self.always.clear();
     }
 
-    fn created(
+    fn session_created(
         &mut self,
         id: RequestId,
         state: &Value,
@@ -382,6 +382,10 @@ impl<W: Write> Front<W> {
 
     /// Replays the loaded history as updates, then answers `session/load`.
     fn replay(&mut self, id: RequestId, data: &Value) -> std::io::Result<()> {
+        if self.wire.is_cancelled(&id) {
+            // Answered -32800 already: the client does not want the history.
+            return self.wire.respond::<()>(id, Err(Error::request_cancelled()));
+        }
         let messages: Vec<AgentMessage> =
             serde_json::from_value(data["messages"].clone()).unwrap_or_default();
         let mut calls = Vec::new();

@@ -105,26 +105,8 @@ impl OutputSink {
             let _ = f.flush();
         }
         let bytes: Vec<u8> = self.tail.iter().copied().collect();
-        let mut truncated = self.total_bytes > bytes.len() as u64;
-        let mut start = 0;
-        if truncated {
-            if let Some(nl) = bytes.iter().position(|b| *b == b'\n') {
-                if nl + 1 < bytes.len() {
-                    start = nl + 1;
-                }
-            }
-        }
-        let mut text = String::from_utf8_lossy(&bytes[start..]).into_owned();
-        let lines = text.split_inclusive('\n').count();
-        if lines > TAIL_LINES {
-            let skip: usize = text
-                .split_inclusive('\n')
-                .take(lines - TAIL_LINES)
-                .map(str::len)
-                .sum();
-            text.drain(..skip);
-            truncated = true;
-        }
+        let cut = self.total_bytes > bytes.len() as u64;
+        let (text, truncated) = tail_text(&bytes, cut);
         let full_output_path = self
             .spill_path
             .filter(|_| truncated && self.spill.is_some());
@@ -139,6 +121,33 @@ impl OutputSink {
             full_output_path,
         }
     }
+}
+
+/// The kept tail of an output as the model sees it: when its start was `cut`, the first
+/// (partial) line is dropped; at most `TAIL_LINES` lines; invalid UTF-8 replaced. Also whether
+/// anything is missing. The same rules whoever kept the tail (gjc's sink, an editor's terminal).
+pub fn tail_text(bytes: &[u8], cut: bool) -> (String, bool) {
+    let mut truncated = cut;
+    let mut start = 0;
+    if cut {
+        if let Some(nl) = bytes.iter().position(|b| *b == b'\n') {
+            if nl + 1 < bytes.len() {
+                start = nl + 1;
+            }
+        }
+    }
+    let mut text = String::from_utf8_lossy(&bytes[start..]).into_owned();
+    let lines = text.split_inclusive('\n').count();
+    if lines > TAIL_LINES {
+        let skip: usize = text
+            .split_inclusive('\n')
+            .take(lines - TAIL_LINES)
+            .map(str::len)
+            .sum();
+        text.drain(..skip);
+        truncated = true;
+    }
+    (text, truncated)
 }
 
 /// A new file only its owner can read: `O_EXCL` fails on any existing name (a planted file or

@@ -4,6 +4,7 @@
 //! everything pending when stdin closes. Replies with unknown ids, duplicates and late replies
 //! after a cancel are logged and dropped.
 
+pub mod terminal;
 pub mod tools;
 pub mod ui;
 pub mod uri;
@@ -15,6 +16,7 @@ use crossbeam_channel::{after, never, select_biased, unbounded, Receiver, Sender
 
 use crate::protocol::host_reply::{HostReply, HostUriResult, UiResponse};
 use crate::protocol::message::ToolOutput;
+use crate::protocol::terminal::{TerminalExit, TerminalFrame};
 use crate::protocol::{FlatFrame, Outbound};
 
 pub enum HostRequest {
@@ -23,6 +25,11 @@ pub enum HostRequest {
     Call(HostCall),
     Cancel {
         id: String,
+    },
+    /// The front end's answer to a terminal run (`CallKind::Terminal`).
+    TerminalDone {
+        id: String,
+        result: Result<TerminalExit, String>,
     },
     /// The session is shutting down: reject everything.
     Shutdown {
@@ -33,7 +40,7 @@ pub enum HostRequest {
 /// One outbound callback. `frame` is built by `build` with the id the broker assigns.
 pub struct HostCall {
     pub kind: CallKind,
-    pub build: Box<dyn FnOnce(String) -> FlatFrame + Send>,
+    pub build: Box<dyn FnOnce(String) -> Outbound + Send>,
     pub timeout: Option<Duration>,
     pub reply: Sender<HostEvent>,
     /// Lets the caller learn the id (to cancel later).
@@ -45,6 +52,8 @@ pub enum CallKind {
     Tool,
     Uri,
     Ui,
+    /// A command in the front end's terminal (`TerminalFrame`); no RPC host is asked.
+    Terminal,
 }
 
 #[derive(Debug)]
@@ -60,6 +69,7 @@ pub enum HostEvent {
     },
     UriResult(HostUriResult),
     Ui(UiResponse),
+    TerminalExit(TerminalExit),
     /// No answer will come: timeout, cancel, or the host went away.
     Rejected {
         id: String,
@@ -136,6 +146,7 @@ impl HostActor {
                     Ok(HostRequest::Reply(reply)) => self.reply(reply),
                     Ok(HostRequest::Call(call)) => self.call(call),
                     Ok(HostRequest::Cancel { id }) => self.cancel(&id, "cancelled"),
+                    Ok(HostRequest::TerminalDone { id, result }) => self.terminal_done(&id, result),
                     Ok(HostRequest::Shutdown { reason }) => { self.reject_all(&reason); break; }
                     Err(_) => { self.reject_all("RPC client disconnected"); break; }
                 },
@@ -146,12 +157,7 @@ impl HostActor {
 
     fn call(&mut self, call: HostCall) {
         self.next += 1;
-        let prefix = match call.kind {
-            CallKind::Tool => "host",
-            CallKind::Uri => "uri",
-            CallKind::Ui => "ui",
-        };
-        let id = format!("{prefix}_{}", self.next);
+        let id = format!("{}_{}", prefix(call.kind), self.next);
         if let Some(tx) = &call.id_tx {
             let _ = tx.send(id.clone());
         }
@@ -165,7 +171,27 @@ impl HostActor {
                 deadline,
             },
         );
-        let _ = self.out.send(Outbound::Frame(frame));
+        let _ = self.out.send(frame);
+    }
+
+    /// Only a terminal call is answered this way; anything else under `id` keeps waiting.
+    fn terminal_done(&mut self, id: &str, result: Result<TerminalExit, String>) {
+        if self.pending.get(id).map(|p| p.kind) != Some(CallKind::Terminal) {
+            log::warn!("ignoring a terminal answer for {id}, which is not a running terminal");
+            return;
+        }
+        let Some(p) = self.pending.remove(id) else {
+            return;
+        };
+        let event = match result {
+            Ok(exit) => HostEvent::TerminalExit(exit),
+            Err(reason) => HostEvent::Rejected {
+                id: id.to_string(),
+                reason,
+                timed_out: false,
+            },
+        };
+        let _ = p.reply.send(event);
     }
 
     fn reply(&mut self, reply: HostReply) {
@@ -212,34 +238,36 @@ impl HostActor {
             return;
         };
         self.cancel_next += 1;
-        let prefix = match p.kind {
-            CallKind::Tool => "host",
-            CallKind::Uri => "uri",
-            CallKind::Ui => "ui",
-        };
-        let cancel_id = format!("{prefix}_cancel_{}", self.cancel_next);
+        let cancel_id = format!("{}_cancel_{}", prefix(p.kind), self.cancel_next);
         let frame = match p.kind {
-            CallKind::Tool => Some(FlatFrame::HostToolCancel {
+            CallKind::Tool => FlatFrame::HostToolCancel {
                 id: cancel_id,
                 target_id: id.to_string(),
-            }),
-            CallKind::Uri => Some(FlatFrame::HostUriCancel {
+            },
+            CallKind::Uri => FlatFrame::HostUriCancel {
                 id: cancel_id,
                 target_id: id.to_string(),
-            }),
+            },
             // A withdrawn dialog: like the host tool and URI cancels, the frame has its own id
             // and names the dialog in `targetId` (the pairing the published client's types use).
-            CallKind::Ui => Some(FlatFrame::ExtensionUiRequest(
-                crate::protocol::outbound::UiRequest {
-                    id: cancel_id,
-                    method: "cancel",
-                    fields: [("targetId".to_string(), id.into())].into_iter().collect(),
-                },
-            )),
+            CallKind::Ui => FlatFrame::ExtensionUiRequest(crate::protocol::outbound::UiRequest {
+                id: cancel_id,
+                method: "cancel",
+                fields: [("targetId".to_string(), id.into())].into_iter().collect(),
+            }),
+            CallKind::Terminal => {
+                let target_id = id.to_string();
+                let _ = self
+                    .out
+                    .send(Outbound::Terminal(TerminalFrame::Cancel { target_id }));
+                return self.rejected(p, id, reason);
+            }
         };
-        if let Some(f) = frame {
-            let _ = self.out.send(Outbound::Frame(f));
-        }
+        let _ = self.out.send(Outbound::Frame(frame));
+        self.rejected(p, id, reason);
+    }
+
+    fn rejected(&self, p: Pending, id: &str, reason: &str) {
         let _ = p.reply.send(HostEvent::Rejected {
             id: id.to_string(),
             reason: reason.into(),
@@ -279,8 +307,19 @@ impl HostActor {
                 CallKind::Tool => "host tool execution",
                 CallKind::Uri => "host URI request",
                 CallKind::Ui => "UI request",
+                CallKind::Terminal => "terminal command",
             };
             self.cancel(&id, &format!("{reason} before {what} completed"));
         }
+    }
+}
+
+/// The prefix of a call's id, and of its cancel's.
+fn prefix(kind: CallKind) -> &'static str {
+    match kind {
+        CallKind::Tool => "host",
+        CallKind::Uri => "uri",
+        CallKind::Ui => "ui",
+        CallKind::Terminal => "term",
     }
 }

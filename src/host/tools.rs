@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{CallKind, HostCall, HostEvent, HostHandle};
 use crate::protocol::command::HostToolDefinition;
 use crate::protocol::message::ToolOutput;
-use crate::protocol::FlatFrame;
+use crate::protocol::{FlatFrame, Outbound};
 use crate::tools::{Tool, ToolContext};
 
 pub struct HostTool {
@@ -100,11 +100,13 @@ impl Tool for HostTool {
             (ctx.call_id.clone(), self.name.clone(), args.clone());
         self.host.call(HostCall {
             kind: CallKind::Tool,
-            build: Box::new(move |id| FlatFrame::HostToolCall {
-                id,
-                tool_call_id,
-                tool_name,
-                arguments,
+            build: Box::new(move |id| {
+                Outbound::Frame(FlatFrame::HostToolCall {
+                    id,
+                    tool_call_id,
+                    tool_name,
+                    arguments,
+                })
             }),
             timeout: None,
             reply,

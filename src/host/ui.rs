@@ -15,7 +15,7 @@ use super::{CallKind, HostCall, HostEvent, HostHandle};
 use crate::protocol::message::ToolOutput;
 use crate::protocol::outbound::UiRequest;
 use crate::protocol::reply::TodoPhase;
-use crate::protocol::{FlatFrame, Show};
+use crate::protocol::{FlatFrame, Outbound, Show};
 use crate::tools::{Tool, ToolContext};
 
 /// How a dialog ended.
@@ -51,7 +51,13 @@ pub fn show(
     }
     host.call(HostCall {
         kind: CallKind::Ui,
-        build: Box::new(move |id| FlatFrame::ExtensionUiRequest(UiRequest { id, method, fields })),
+        build: Box::new(move |id| {
+            Outbound::Frame(FlatFrame::ExtensionUiRequest(UiRequest {
+                id,
+                method,
+                fields,
+            }))
+        }),
         timeout,
         reply,
         id_tx: Some(id_tx),

@@ -7,7 +7,7 @@ use crossbeam_channel::unbounded;
 
 use super::{CallKind, HostCall, HostEvent, HostHandle};
 use crate::protocol::command::HostUriSchemeDefinition;
-use crate::protocol::FlatFrame;
+use crate::protocol::{FlatFrame, Outbound};
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct UriScheme {
@@ -74,15 +74,17 @@ pub fn request(
     let (url_owned, content_owned) = (url.to_string(), content.map(str::to_string));
     host.call(HostCall {
         kind: CallKind::Uri,
-        build: Box::new(move |id| FlatFrame::HostUriRequest {
-            id,
-            operation: if content_owned.is_some() {
-                "write"
-            } else {
-                "read"
-            },
-            url: url_owned,
-            content: content_owned,
+        build: Box::new(move |id| {
+            Outbound::Frame(FlatFrame::HostUriRequest {
+                id,
+                operation: if content_owned.is_some() {
+                    "write"
+                } else {
+                    "read"
+                },
+                url: url_owned,
+                content: content_owned,
+            })
         }),
         timeout: None,
         reply,

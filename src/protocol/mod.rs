@@ -16,6 +16,7 @@ pub mod outbound;
 pub mod reply;
 pub mod schema;
 pub mod tagged;
+pub mod terminal;
 
 pub use command::Command;
 pub use decode::{decode_line, Inbound, MAX_LINE_BYTES};

@@ -57,6 +57,8 @@ pub enum Outbound {
     /// Something for the user to see, typed: each front end renders it in its own vocabulary
     /// (RPC as fire-and-forget `extension_ui_request` frames, ACP as `session/update`s).
     Show(Show),
+    /// A command for the front end's own terminal; only front ends that offer one get these.
+    Terminal(super::terminal::TerminalFrame),
 }
 
 /// What the session shows the user besides the conversation.

@@ -1,6 +1,7 @@
 //! `bash`: runs a command through the `gjc-bash` thread, streams its output as partial results
 //! (at most every 50 ms), and returns the tail with the exit code; the full output of a long run
-//! is in the spill file named in the result.
+//! is in the spill file named in the result. When the host offers its own terminal (an editor
+//! over ACP), the command runs there instead (`terminal.rs`), after the same guard.
 
 use std::time::{Duration, Instant};
 
@@ -44,6 +45,11 @@ impl Tool for Bash {
             .get("timeout")
             .and_then(Value::as_f64)
             .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
+        if ctx.policy.host_terminal {
+            if let Some(host) = &ctx.host {
+                return super::terminal::run(host, command, timeout, ctx);
+            }
+        }
         let (tx, rx) = unbounded();
         let owner = JobOwner::Tool(ctx.call_id.clone());
         ctx.bash.run(BashJob {
@@ -97,42 +103,73 @@ fn outcome(r: BashResult, timeout: Option<Duration>) -> ToolOutput {
     if let Some(e) = r.spawn_error {
         return ToolOutput::error(e);
     }
-    let mut text = if r.output.is_empty() {
-        "(no output)".to_string()
-    } else {
-        r.output.trim_end_matches('\n').to_string()
-    };
-    if r.truncated {
+    let notice = r.truncated.then(|| {
         let path = r
             .full_output_path
             .as_ref()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "unavailable".into());
-        text.push_str(&format!("\n\n[Output truncated: showing the last part of {} lines ({} bytes). Full output: {path}]", r.total_lines, r.total_bytes));
-    }
+        format!(
+            "[Output truncated: showing the last part of {} lines ({} bytes). Full output: {path}]",
+            r.total_lines, r.total_bytes
+        )
+    });
     let details = json!({
         "exitCode": r.exit_code,
         "truncated": r.truncated,
         "fullOutputPath": r.full_output_path.as_ref().map(|p| p.display().to_string()),
     });
-    if r.timed_out {
-        let secs = timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0);
-        text.push_str(&format!("\n\nCommand timed out after {secs} seconds"));
-        return ToolOutput::error(text).with_details(details);
-    }
-    if r.cancelled {
-        text.push_str("\n\nCommand aborted");
-        return ToolOutput::error(text).with_details(details);
-    }
-    match r.exit_code {
-        Some(0) => ToolOutput::text(text).with_details(details),
-        Some(code) => {
-            text.push_str(&format!("\n\nCommand exited with code {code}"));
-            ToolOutput::error(text).with_details(details)
+    let ended = Ended {
+        output: &r.output,
+        notice,
+        exit_code: r.exit_code,
+        timed_out: r.timed_out,
+        cancelled: r.cancelled,
+    };
+    ended.into_output(details, timeout)
+}
+
+/// How a command ended, wherever it ran: what the model is told.
+pub(super) struct Ended<'a> {
+    /// The output's kept tail.
+    pub output: &'a str,
+    /// Said after the output when its start was dropped.
+    pub notice: Option<String>,
+    /// `None` when a signal ended it.
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+}
+
+impl Ended<'_> {
+    pub(super) fn into_output(self, details: Value, timeout: Option<Duration>) -> ToolOutput {
+        let mut text = if self.output.is_empty() {
+            "(no output)".to_string()
+        } else {
+            self.output.trim_end_matches('\n').to_string()
+        };
+        if let Some(notice) = self.notice {
+            text.push_str(&format!("\n\n{notice}"));
         }
-        None => {
-            text.push_str("\n\nCommand was killed by a signal");
-            ToolOutput::error(text).with_details(details)
+        if self.timed_out {
+            let secs = timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0);
+            text.push_str(&format!("\n\nCommand timed out after {secs} seconds"));
+            return ToolOutput::error(text).with_details(details);
+        }
+        if self.cancelled {
+            text.push_str("\n\nCommand aborted");
+            return ToolOutput::error(text).with_details(details);
+        }
+        match self.exit_code {
+            Some(0) => ToolOutput::text(text).with_details(details),
+            Some(code) => {
+                text.push_str(&format!("\n\nCommand exited with code {code}"));
+                ToolOutput::error(text).with_details(details)
+            }
+            None => {
+                text.push_str("\n\nCommand was killed by a signal");
+                ToolOutput::error(text).with_details(details)
+            }
         }
     }
 }

@@ -1,9 +1,10 @@
 //! What the host allows tool calls to do, checked inside each call's `gjc-tool` worker before
 //! the tool runs (`tools::spawn`): a read-only rule (edits and commands that may change something are refused),
 //! approval through the host (a `confirm` dialog naming the call, answered by the user), and
-//! whether local file reads and writes are served by the host (an editor's unsaved buffers)
-//! instead of the disk. The default allows everything and serves files from disk, as RPC mode
-//! always has; a front end that knows better sets the policy (`CommandFrame::Policy`).
+//! whether local file reads and writes and shell commands are served by the host (an editor's
+//! unsaved buffers, its terminal) instead of the disk and gjc's own processes. The default allows
+//! everything and serves files from disk, as RPC mode always has; a front end that knows better
+//! sets the policy (`CommandFrame::Policy`).
 
 use serde_json::{json, Map, Value};
 
@@ -31,6 +32,8 @@ pub struct ToolPolicy {
     pub host_reads: bool,
     /// Local files are written through the host.
     pub host_writes: bool,
+    /// The bash tool runs commands in the host's terminal (an editor's) instead of locally.
+    pub host_terminal: bool,
 }
 
 /// What a call may do to the project.

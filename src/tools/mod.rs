@@ -12,6 +12,7 @@ pub mod guard;
 pub mod ls;
 pub mod paths;
 pub mod read;
+pub mod terminal;
 pub mod todo;
 pub mod write;
 

@@ -120,6 +120,8 @@ impl<W: Write> Writer<W> {
                 Some(f) => serde_json::to_writer(&mut self.buf, &f)?,
                 None => return Ok(()),
             },
+            // RPC mode never offers a terminal (no policy enables one), so none is asked for.
+            Outbound::Terminal(_) => return Ok(()),
             Outbound::Event(ev) => {
                 if !self.follow(ev) {
                     return Ok(());
