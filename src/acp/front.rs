@@ -7,7 +7,9 @@
 //! become the session's ordinary commands, tagged with ids of the form `acp-N` so their
 //! responses find their way back; session events become `session/update` notifications; the
 //! host broker's callbacks (a confirmation before a tool runs, a file read or write served by
-//! the host) become `session/request_permission` and `fs/*` requests (`callbacks.rs`).
+//! the host) become `session/request_permission` and `fs/*` requests (`callbacks.rs`). Session
+//! management is in `sessions.rs`, modes and config options in `settings.rs`, the editor's
+//! terminals in `terminal.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -16,10 +18,8 @@ use std::path::PathBuf;
 use agent_client_protocol_schema::v1::{
     AgentCapabilities, AuthenticateResponse, ClientCapabilities, ContentBlock,
     EmbeddedResourceResource, Error, Implementation, InitializeRequest, InitializeResponse,
-    McpCapabilities, PromptCapabilities, PromptRequest, PromptResponse, RequestId,
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
-    SessionMode, SessionModeState, SessionNotification, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, ToolCallStatus,
+    McpCapabilities, PromptCapabilities, PromptRequest, PromptResponse, RequestId, SessionId,
+    SessionNotification, SetSessionConfigOptionResponse, ToolCallStatus,
 };
 use agent_client_protocol_schema::ProtocolVersion;
 use crossbeam_channel::{never, select_biased, Receiver, Sender, TrySendError};
@@ -34,39 +34,9 @@ use crate::output::OutRx;
 use crate::protocol::message::AgentMessage;
 use crate::protocol::{AgentEvent, Command, Outbound, Response};
 use crate::session::{CommandFrame, ControlFrame};
-use crate::tools::guard::{Approval, ToolPolicy};
 
 /// The unsupported-protocol-version error code the ACP SDKs use.
 const UNSUPPORTED_VERSION: i32 = -32022;
-
-/// The modes a session offers (`session/set_mode`).
-const MODES: &[(&str, &str, &str)] = &[
-    (
-        "default",
-        "Default",
-        "Reads, edits and runs commands; asks as the permission setting says",
-    ),
-    (
-        "plan",
-        "Plan",
-        "Read-only: looks and plans; edits and commands that change things are refused",
-    ),
-];
-
-/// The permission setting (`session/set_config_option`, id `permissions`).
-const PERMISSIONS: &[(&str, &str, &str)] = &[
-    (
-        "ask",
-        "Ask",
-        "Ask before each edit and each command that may change something",
-    ),
-    (
-        "allow_edits",
-        "Allow edits",
-        "Edit files without asking; ask before commands",
-    ),
-    ("allow_all", "Allow all", "Never ask"),
-];
 
 /// What a session command's response is for.
 pub(super) enum Waiting {
@@ -109,7 +79,7 @@ pub(super) struct Shown {
 pub struct Front<W: Write> {
     pub(super) wire: Wire<W>,
     control: Sender<ControlFrame>,
-    commands: Option<Sender<CommandFrame>>,
+    pub(super) commands: Option<Sender<CommandFrame>>,
     pub(super) host: Sender<HostRequest>,
     pub(super) cwd: PathBuf,
     pub(super) client: ClientCapabilities,
@@ -134,11 +104,11 @@ pub struct Front<W: Write> {
     pub(super) running: super::reader::Running,
     /// Tools the user allowed for the rest of the session ("allow always").
     pub(super) always: HashSet<String>,
-    mode: &'static str,
-    permissions: &'static str,
+    pub(super) mode: &'static str,
+    pub(super) permissions: &'static str,
     /// The models with a key (`provider/id`, name), and the one in use.
-    models: Vec<(String, String)>,
-    model: Option<String>,
+    pub(super) models: Vec<(String, String)>,
+    pub(super) model: Option<String>,
 }
 
 /// The models the front end offers and the one the session starts with.
@@ -376,124 +346,6 @@ impl<W: Write> Front<W> {
                 id: Some(Value::String(id)),
                 command,
             });
-        }
-    }
-
-    fn set_mode(&mut self, id: RequestId, p: SetSessionModeRequest) -> std::io::Result<()> {
-        if let Some(e) = self.not_served(&p.session_id) {
-            return self.wire.respond::<()>(id, Err(e));
-        }
-        let Some(&(mode, _, _)) = MODES.iter().find(|(m, _, _)| *m == &*p.mode_id.0) else {
-            return self.wire.respond::<()>(
-                id,
-                Err(Error::invalid_params().data(format!("no mode {}", p.mode_id))),
-            );
-        };
-        self.mode = mode;
-        self.send_policy();
-        self.wire.respond(id, Ok(SetSessionModeResponse::new()))?;
-        self.update(SessionUpdate::CurrentModeUpdate(
-            agent_client_protocol_schema::v1::CurrentModeUpdate::new(mode),
-        ))
-    }
-
-    fn set_config_option(
-        &mut self,
-        id: RequestId,
-        p: SetSessionConfigOptionRequest,
-    ) -> std::io::Result<()> {
-        if let Some(e) = self.not_served(&p.session_id) {
-            return self.wire.respond::<()>(id, Err(e));
-        }
-        let value = match &p.value {
-            agent_client_protocol_schema::v1::SessionConfigOptionValue::ValueId { value } => {
-                value.0.to_string()
-            }
-            _ => String::new(),
-        };
-        let found = PERMISSIONS.iter().find(|(v, _, _)| *v == value);
-        match (&*p.config_id.0, found) {
-            ("permissions", Some(&(v, _, _))) => {
-                self.permissions = v;
-                self.send_policy();
-                let options = self.config_options();
-                self.wire
-                    .respond(id, Ok(SetSessionConfigOptionResponse::new(options)))
-            }
-            ("model", _) if self.models.iter().any(|(m, _)| *m == value) => {
-                if let Some((provider, model_id)) = value.split_once('/') {
-                    let fields = json!({"provider": provider, "modelId": model_id});
-                    let then = Waiting::SetModel(id, value.clone());
-                    self.command("set_model", fields, then);
-                }
-                Ok(())
-            }
-            _ => self.wire.respond::<()>(
-                id,
-                Err(Error::invalid_params()
-                    .data(format!("no option {} with value {value:?}", p.config_id))),
-            ),
-        }
-    }
-
-    pub(super) fn modes(&self) -> SessionModeState {
-        let modes = MODES
-            .iter()
-            .map(|(id, name, description)| {
-                SessionMode::new(*id, *name).description(description.to_string())
-            })
-            .collect();
-        SessionModeState::new(self.mode, modes)
-    }
-
-    pub(super) fn config_options(&self) -> Vec<SessionConfigOption> {
-        let values: Vec<SessionConfigSelectOption> = PERMISSIONS
-            .iter()
-            .map(|(id, name, description)| {
-                SessionConfigSelectOption::new(*id, *name).description(description.to_string())
-            })
-            .collect();
-        let permissions =
-            SessionConfigOption::select("permissions", "Permissions", self.permissions, values)
-                .category(SessionConfigOptionCategory::Other("_permissions".into()))
-                .description("When gjc asks before it edits or runs a command".to_string());
-        let Some(current) = &self.model else {
-            return vec![permissions];
-        };
-        let mut models: Vec<SessionConfigSelectOption> = self
-            .models
-            .iter()
-            .map(|(id, name)| SessionConfigSelectOption::new(id.clone(), name.clone()))
-            .collect();
-        if !self.models.iter().any(|(id, _)| id == current) {
-            models.insert(
-                0,
-                SessionConfigSelectOption::new(current.clone(), current.clone()),
-            );
-        }
-        let model = SessionConfigOption::select("model", "Model", current.clone(), models)
-            .category(SessionConfigOptionCategory::Model);
-        vec![model, permissions]
-    }
-
-    /// Tells the session which calls need approval, which are refused, and whether the editor
-    /// serves file reads and writes.
-    fn send_policy(&mut self) {
-        let approval = match self.permissions {
-            "allow_all" => Approval::Never,
-            "allow_edits" => Approval::Commands,
-            _ => Approval::EditsAndCommands,
-        };
-        let policy = ToolPolicy {
-            approval,
-            read_only: self.mode == "plan",
-            host_reads: self.client.fs.read_text_file,
-            host_writes: self.client.fs.write_text_file,
-            host_terminal: self.client.terminal,
-        };
-        let Some(tx) = &self.commands else { return };
-        if tx.try_send(CommandFrame::Policy(policy)).is_err() {
-            log::warn!("the tool policy was not applied: the command lane is full or closed");
         }
     }
 

@@ -15,6 +15,7 @@ pub mod commands;
 pub mod front;
 pub mod reader;
 pub mod sessions;
+mod settings;
 mod terminal;
 pub mod updates;
 pub mod wire;
