@@ -15,7 +15,9 @@
 //! own work does not grow with the history.
 //!
 //! Run: `cargo build --release --bins --examples && target/release/examples/bench_turns`
-//! (`bench_turns 20 200` runs only those sizes; `no-usage` sends replies without usage).
+//! (`bench_turns 20 200` runs only those sizes; `no-usage` sends replies without usage;
+//! `GJC_BASE_BIN=<another gjc>` runs every loop with that binary too, for a baseline from the
+//! same run).
 
 mod common;
 #[path = "../tests/support/fake_provider.rs"]
@@ -95,11 +97,11 @@ fn queue_turns(fake: &FakeProvider, n: usize, kind: Kind) {
     fake.push(Reply::sse(openai_text(&["done"])));
 }
 
-fn spawn(fake: &FakeProvider, home: &std::path::Path) -> RpcClient {
+fn spawn(fake: &FakeProvider, home: &std::path::Path, bin: &std::path::Path) -> RpcClient {
     let model = json!([{"id": "m", "contextWindow": 10000000, "maxTokens": 4096}]);
     let models = json!({"providers": {"fake": {"baseUrl": format!("{}/v1", fake.base_url), "api": "openai-completions", "apiKey": "k", "models": model}}});
     std::fs::write(home.join("models.json"), models.to_string()).unwrap();
-    let mut c = RpcClient::builder(gjc_bin())
+    let mut c = RpcClient::builder(bin)
         .env("GJC_CODING_AGENT_DIR", home)
         .current_dir(home)
         .args(["--provider", "fake", "--model", "m"])
@@ -110,9 +112,9 @@ fn spawn(fake: &FakeProvider, home: &std::path::Path) -> RpcClient {
 }
 
 /// One prompt of `n` tool iterations and a final answer, in a fresh gjc.
-fn gjc_loop(fake: &FakeProvider, n: usize, kind: Kind) -> Figures {
+fn gjc_loop(fake: &FakeProvider, n: usize, kind: Kind, bin: &std::path::Path) -> Figures {
     let home = tempfile::tempdir().unwrap();
-    let mut c = spawn(fake, home.path());
+    let mut c = spawn(fake, home.path(), bin);
     let pid = c.pid();
     if kind == Kind::Host {
         let tool = json!({"name": "echo_host", "description": "echo", "parameters": {"type": "object", "properties": {"message": {"type": "string"}}}});
@@ -277,8 +279,13 @@ fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
         // Short loops are repeated in fresh processes: CPU time moves in 10 ms ticks.
         let repeats = if n < 100 { 5 } else { 1 };
         let (mut gjc, mut floor) = (Figures::default(), Figures::default());
+        let base_bin = std::env::var_os("GJC_BASE_BIN").map(std::path::PathBuf::from);
+        let mut base = Figures::default();
         for _ in 0..repeats {
-            gjc.add(gjc_loop(fake, n, kind));
+            gjc.add(gjc_loop(fake, n, kind, &gjc_bin()));
+            if let Some(bin) = &base_bin {
+                base.add(gjc_loop(fake, n, kind, bin));
+            }
             floor.add(floor_loop(fake, n, kind));
         }
         let what = if kind == Kind::Bash {
@@ -296,6 +303,9 @@ fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
             }
         );
         print_row("gjc", &gjc);
+        if base_bin.is_some() {
+            print_row("base", &base);
+        }
         print_row("floor", &floor);
         println!(
             "    gjc/floor wall {:.2}x",
