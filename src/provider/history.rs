@@ -166,7 +166,35 @@ pub struct HistoryCache {
     /// copies it only while an earlier request still holds it (it is usually done by then), so a
     /// turn costs no pass over the history's pieces.
     pieces: Arc<Vec<Arc<Piece>>>,
+    /// For the flat layout, the same items as text.
+    flat: FlatText,
     tool_results: bool,
+}
+
+/// A flat layout's kept items as text, each preceded by a comma, in chunks of about
+/// [`FlatText::CHUNK`] bytes. Writing a body then takes a few segments, not one per item: going
+/// from item to item through their own allocations cost a cache miss or more each, at every turn.
+/// The chunks are shared with the requests like the pieces; only the last one grows, and it is
+/// copied first (at most a chunk) when a request still holds it.
+#[derive(Clone, Debug, Default)]
+struct FlatText {
+    chunks: Vec<Arc<Vec<u8>>>,
+}
+
+impl FlatText {
+    const CHUNK: usize = 64 << 10;
+
+    fn push(&mut self, item: &[u8]) {
+        let room = |c: &Vec<u8>| c.is_empty() || c.len() + 1 + item.len() <= Self::CHUNK;
+        if !self.chunks.last().is_some_and(|c| room(c)) {
+            self.chunks.push(Arc::new(Vec::with_capacity(Self::CHUNK)));
+        }
+        if let Some(last) = self.chunks.last_mut() {
+            let chunk = Arc::make_mut(last);
+            chunk.push(b',');
+            chunk.extend_from_slice(item);
+        }
+    }
 }
 
 /// The encoded history of one request: the shared pieces, then the synthetic results of calls
@@ -174,6 +202,7 @@ pub struct HistoryCache {
 #[derive(Clone, Debug)]
 pub struct History {
     kept: Arc<Vec<Arc<Piece>>>,
+    flat: FlatText,
     closing: Vec<Arc<Piece>>,
     /// Whether the context holds a tool result (Chat Completions then always declares tools).
     pub has_tool_results: bool,
@@ -201,10 +230,18 @@ impl HistoryCache {
         self.consumed = messages.len();
         let piece = |m: &AgentMessage| Arc::new(Piece::new(encode(m, model)));
         if !replayed.is_empty() {
-            Arc::make_mut(&mut self.pieces).extend(replayed.iter().map(|m| piece(m)));
+            let new = replayed.iter().map(|m| piece(m));
+            let start = self.pieces.len();
+            Arc::make_mut(&mut self.pieces).extend(new);
+            if matches!(layout, Layout::Flat) {
+                for item in self.pieces[start..].iter().flat_map(|p| &p.items) {
+                    self.flat.push(item);
+                }
+            }
         }
         History {
             kept: self.pieces.clone(),
+            flat: self.flat.clone(),
             closing: self.replay.closing().iter().map(piece).collect(),
             has_tool_results: self.tool_results,
             layout,
@@ -285,6 +322,8 @@ enum Segment {
     Static(&'static [u8]),
     /// Item `.1` of the history's piece `.0`.
     Item(usize, usize),
+    /// Chunk `.0` of the history's flat text, without its leading comma if `.1`.
+    Chunk(usize, bool),
 }
 
 impl Segment {
@@ -295,6 +334,9 @@ impl Segment {
             Segment::Item(piece, i) => history
                 .and_then(|h| h.piece(*piece))
                 .map_or(&[], |p| &p.items[*i]),
+            Segment::Chunk(n, bare) => history
+                .and_then(|h| h.flat.chunks.get(*n))
+                .map_or(&[], |c| &c[usize::from(*bare)..]),
         }
     }
 }
@@ -448,9 +490,18 @@ fn write_history(body: &mut Body, prefix: &[Value], history: &History) {
     }
     match history.layout {
         Layout::Flat => {
-            for (n, piece) in history.pieces().enumerate() {
-                for i in 0..piece.items.len() {
-                    comma(body);
+            // Each kept item brings its comma; the array's first element must not.
+            let mut any = !prefix.is_empty();
+            for (n, chunk) in history.flat.chunks.iter().enumerate() {
+                let bare = !std::mem::replace(&mut any, true);
+                body.len += chunk.len() - usize::from(bare);
+                body.segments.push(Segment::Chunk(n, bare));
+            }
+            for n in history.kept.len()..history.piece_count() {
+                for i in 0..history.piece(n).map_or(0, |p| p.items.len()) {
+                    if std::mem::replace(&mut any, true) {
+                        body.push(b",");
+                    }
                     body.push_item(history, n, i);
                 }
             }

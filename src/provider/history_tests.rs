@@ -298,3 +298,34 @@ fn appending_extends_the_kept_list_in_place_unless_a_request_still_holds_it() {
         body(&request(&model, &messages, None))
     );
 }
+
+#[test]
+fn a_flat_history_longer_than_a_chunk_reads_as_one_tree_while_requests_hold_its_chunks() {
+    let big = "x".repeat(20_000);
+    let mut messages = Vec::new();
+    for i in 0..12 {
+        messages.push(message(
+            json!({"role": "user", "content": [{"type": "text", "text": format!("{i} {big}")}], "timestamp": i}),
+        ));
+    }
+    for api in [Api::OpenAiCompletions, Api::OpenAiResponses] {
+        let model = model(api, "m");
+        let mut cache = HistoryCache::default();
+        let mut held = Vec::new();
+        for n in 1..=messages.len() {
+            // Each request is kept while the next ones grow the last chunk.
+            let history = cache.encode(&model, &messages[..n]);
+            held.push((n, history.clone()));
+            let req = request(&model, &messages[..n], Some(history));
+            let cached = body(&req);
+            let parsed: Value = serde_json::from_slice(&cached).unwrap();
+            let reference: Value = serde_json::from_slice(&reference_body(&req, &cached)).unwrap();
+            assert_eq!(parsed, reference, "{api:?} with {n} messages");
+        }
+        assert!(cache.flat.chunks.len() > 2, "the text spans several chunks");
+        for (n, history) in held {
+            let req = request(&model, &messages[..n], Some(history));
+            assert_eq!(body(&req), body(&request(&model, &messages[..n], None)));
+        }
+    }
+}
