@@ -54,6 +54,11 @@ struct Figures {
     rss_mb: f64,
     peak_mb: f64,
     connections: usize,
+    /// What gjc wrote while the loop ran: frames and their bytes on stdout, and the session
+    /// file's bytes (the work any agent of this protocol does per turn; the floor does none).
+    frames: usize,
+    frame_bytes: usize,
+    session_bytes: u64,
 }
 
 impl Figures {
@@ -67,6 +72,9 @@ impl Figures {
         self.rss_mb = self.rss_mb.max(other.rss_mb);
         self.peak_mb = self.peak_mb.max(other.peak_mb);
         self.connections = self.connections.max(other.connections);
+        self.frames += other.frames;
+        self.frame_bytes += other.frame_bytes;
+        self.session_bytes += other.session_bytes;
     }
 }
 
@@ -128,9 +136,11 @@ fn gjc_loop(fake: &FakeProvider, n: usize, kind: Kind, bin: &std::path::Path) ->
     let (mut tail_cpu0, mut tail_t0) = (cpu0, t0);
     c.request(json!({"type": "prompt", "message": "loop"}), WAIT)
         .unwrap();
-    let mut done = 0;
+    let (mut done, mut frames, mut frame_bytes) = (0, 0, 0);
     loop {
         let f = c.recv(WAIT).unwrap();
+        frames += 1;
+        frame_bytes += f.line.len() + 1;
         if f.value["type"] == "host_tool_call" {
             c.send(&json!({"type": "host_tool_result", "id": f.value["id"], "result": {"content": [{"type": "text", "text": "hi"}]}}))
                 .unwrap();
@@ -159,10 +169,30 @@ fn gjc_loop(fake: &FakeProvider, n: usize, kind: Kind, bin: &std::path::Path) ->
         rss_mb: status_kib(pid, "VmRSS").unwrap_or(0) as f64 / 1024.0,
         peak_mb: status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0,
         connections: fake.connections() - connections,
+        frames,
+        frame_bytes,
+        session_bytes: jsonl_bytes(home.path()),
     };
     c.close_stdin();
     c.wait_exit(Duration::from_secs(10));
     figures
+}
+
+/// The bytes of the session files under `dir`.
+fn jsonl_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => jsonl_bytes(&e.path()),
+            Ok(_) if e.path().extension().is_some_and(|x| x == "jsonl") => {
+                e.metadata().map_or(0, |m| m.len())
+            }
+            _ => 0,
+        })
+        .sum()
 }
 
 /// The floor: this program as a trivial agent, in its own process.
@@ -192,6 +222,7 @@ fn floor_loop(fake: &FakeProvider, n: usize, kind: Kind) -> Figures {
         rss_mb: v[4],
         peak_mb: v[5],
         connections: fake.connections() - connections,
+        ..Figures::default()
     }
 }
 
@@ -272,6 +303,14 @@ fn print_row(name: &str, f: &Figures) {
         f.peak_mb,
         f.connections,
     );
+    if f.frames > 0 {
+        println!(
+            "           wrote {:.1} frames ({:.0} bytes) and {:.0} session-file bytes per iteration",
+            per(f.frames as f64, f.iterations),
+            per(f.frame_bytes as f64, f.iterations),
+            per(f.session_bytes as f64, f.iterations),
+        );
+    }
 }
 
 fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
