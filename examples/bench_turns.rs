@@ -8,7 +8,8 @@
 //! - the floor: this program run as `bench_turns floor <base url> <n> <bash|host>`, a trivial
 //!   process that asks the fake provider for each turn (a tiny request on one kept-alive
 //!   connection), reads the answer, and runs `echo hi` (or echoes a line through `cat` for the
-//!   host-tool loop).
+//!   host-tool loop); and the same with `chores`, which also does what any agent of this
+//!   protocol must each turn: frames written for a host that parses them, a session-file append.
 //!
 //! gjc's CPU comes from /proc/<pid>/stat (clock ticks of 10 ms): the 20-iteration figure is the
 //! sum over five fresh processes. The fake provider does not parse request bodies here, so its
@@ -16,8 +17,8 @@
 //!
 //! Run: `cargo build --release --bins --examples && target/release/examples/bench_turns`
 //! (`bench_turns 20 200` runs only those sizes; `no-usage` sends replies without usage;
-//! `GJC_BASE_BIN=<another gjc>` runs every loop with that binary too, for a baseline from the
-//! same run).
+//! `host-only` or `bash-only` runs one of the loops; `GJC_BASE_BIN=<another gjc>` runs every
+//! loop with that binary too, for a baseline from the same run).
 
 mod common;
 #[path = "../tests/support/fake_provider.rs"]
@@ -196,12 +197,13 @@ fn jsonl_bytes(dir: &std::path::Path) -> u64 {
 }
 
 /// The floor: this program as a trivial agent, in its own process.
-fn floor_loop(fake: &FakeProvider, n: usize, kind: Kind) -> Figures {
+fn floor_loop(fake: &FakeProvider, n: usize, kind: Kind, chores: bool) -> Figures {
     queue_turns(fake, n, kind);
     let connections = fake.connections();
     let mode = if kind == Kind::Bash { "bash" } else { "host" };
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["floor", &fake.base_url, &n.to_string(), mode])
+        .args(chores.then_some("chores"))
         .stderr(Stdio::inherit())
         .output()
         .unwrap();
@@ -226,9 +228,69 @@ fn floor_loop(fake: &FakeProvider, n: usize, kind: Kind) -> Figures {
     }
 }
 
-/// `bench_turns floor <base url> <n> <bash|host>`: prints wall, CPU, tail wall, tail CPU (ms),
-/// RSS and peak RSS (MB).
-fn floor_main(base_url: &str, n: usize, mode: &str) {
+/// What an agent of this protocol does each turn besides asking the model and running the tool
+/// (the `chores` floor): writes its frames for a host that parses them (11 lines of about 600
+/// bytes, as gjc writes) and appends the turn to a session file (800 bytes, no fsync, as gjc).
+struct Chores {
+    frames: Option<std::io::PipeWriter>,
+    host: Option<std::thread::JoinHandle<usize>>,
+    session: std::fs::File,
+    _dir: tempfile::TempDir,
+}
+
+impl Chores {
+    fn start() -> Chores {
+        let (reader, writer) = std::io::pipe().unwrap();
+        let host = std::thread::spawn(move || {
+            let mut parsed = 0;
+            for line in BufReader::new(reader).lines() {
+                let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+                parsed += usize::from(v.is_object());
+            }
+            parsed
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let session = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join("s.jsonl"))
+            .unwrap();
+        Chores {
+            frames: Some(writer),
+            host: Some(host),
+            session,
+            _dir: dir,
+        }
+    }
+
+    fn turn(&mut self, i: usize) {
+        let text = "x".repeat(450);
+        let frames = self.frames.as_mut().unwrap();
+        for kind in 0..11 {
+            let frame = json!({"type": "event", "payload": {"event_type": "message_end", "kind": kind,
+                "message": {"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": i}}});
+            let mut line = frame.to_string();
+            line.push('\n');
+            frames.write_all(line.as_bytes()).unwrap();
+        }
+        let entry = json!({"type": "message", "id": i, "message": {"role": "toolResult", "text": "x".repeat(700)}});
+        let mut line = entry.to_string();
+        line.push('\n');
+        self.session.write_all(line.as_bytes()).unwrap();
+    }
+
+    /// Waits for the host to have parsed every frame.
+    fn finish(&mut self, turns: usize) {
+        drop(self.frames.take());
+        let parsed = self.host.take().unwrap().join().unwrap();
+        assert_eq!(parsed, 11 * turns);
+    }
+}
+
+/// `bench_turns floor <base url> <n> <bash|host> [chores]`: prints wall, CPU, tail wall, tail CPU
+/// (ms), RSS and peak RSS (MB).
+fn floor_main(base_url: &str, n: usize, mode: &str, chores: bool) {
+    let mut chores = chores.then(Chores::start);
     let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
     let url = format!("{base_url}/v1/chat/completions");
     let mut cat = Command::new("cat")
@@ -262,6 +324,9 @@ fn floor_main(base_url: &str, n: usize, mode: &str) {
             break;
         }
         assert!(answer.contains("tool_calls"), "a tool turn: {answer}");
+        if let Some(c) = &mut chores {
+            c.turn(i);
+        }
         if mode == "bash" {
             let out = Command::new("bash")
                 .args(["-c", "echo hi"])
@@ -273,6 +338,9 @@ fn floor_main(base_url: &str, n: usize, mode: &str) {
             line.clear();
             cat_out.read_line(&mut line).unwrap();
         }
+    }
+    if let Some(c) = &mut chores {
+        c.finish(n);
     }
     let (cpu1, wall) = (cpu_ms(pid).unwrap(), t0.elapsed());
     drop(cat_in);
@@ -319,13 +387,14 @@ fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
         let repeats = if n < 100 { 5 } else { 1 };
         let (mut gjc, mut floor) = (Figures::default(), Figures::default());
         let base_bin = std::env::var_os("GJC_BASE_BIN").map(std::path::PathBuf::from);
-        let mut base = Figures::default();
+        let (mut base, mut chores) = (Figures::default(), Figures::default());
         for _ in 0..repeats {
             gjc.add(gjc_loop(fake, n, kind, &gjc_bin()));
             if let Some(bin) = &base_bin {
                 base.add(gjc_loop(fake, n, kind, bin));
             }
-            floor.add(floor_loop(fake, n, kind));
+            floor.add(floor_loop(fake, n, kind, false));
+            chores.add(floor_loop(fake, n, kind, true));
         }
         let what = if kind == Kind::Bash {
             "tool loop of `echo hi`"
@@ -346,9 +415,11 @@ fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
             print_row("base", &base);
         }
         print_row("floor", &floor);
+        print_row("chores", &chores);
         println!(
-            "    gjc/floor wall {:.2}x",
-            per(gjc.wall_ms, gjc.iterations) / per(floor.wall_ms, floor.iterations)
+            "    gjc/floor wall {:.2}x, gjc/chores wall {:.2}x",
+            per(gjc.wall_ms, gjc.iterations) / per(floor.wall_ms, floor.iterations),
+            per(gjc.wall_ms, gjc.iterations) / per(chores.wall_ms, chores.iterations)
         );
     }
 }
@@ -356,7 +427,8 @@ fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("floor") {
-        return floor_main(&args[1], args[2].parse().unwrap(), &args[3]);
+        let chores = args.get(4).is_some_and(|a| a == "chores");
+        return floor_main(&args[1], args[2].parse().unwrap(), &args[3], chores);
     }
     if args.iter().any(|a| a == "no-usage") {
         USAGE.store(false, std::sync::atomic::Ordering::Relaxed);
@@ -368,6 +440,11 @@ fn main() {
     let fake = FakeProvider::start();
     fake.skip_bodies();
     println!("per-iteration cost against the loopback fake provider (openai-completions):");
-    run(&fake, Kind::Bash, &sizes);
-    run(&fake, Kind::Host, &sizes);
+    // `host-only` / `bash-only`: one of the two loops.
+    if !args.iter().any(|a| a == "host-only") {
+        run(&fake, Kind::Bash, &sizes);
+    }
+    if !args.iter().any(|a| a == "bash-only") {
+        run(&fake, Kind::Host, &sizes);
+    }
 }
