@@ -162,15 +162,48 @@ pub struct HistoryCache {
     /// How many messages of the context have been fed.
     consumed: usize,
     replay: Replay,
-    pieces: Vec<Arc<Piece>>,
+    /// Shared with the histories handed out: a request holds the list as it was, and appending
+    /// copies it only while an earlier request still holds it (it is usually done by then), so a
+    /// turn costs no pass over the history's pieces.
+    pieces: Arc<Vec<Arc<Piece>>>,
+    /// For the flat layout, the same items as text.
+    flat: FlatText,
     tool_results: bool,
+}
+
+/// A flat layout's kept items as text, each preceded by a comma, in chunks of about
+/// [`FlatText::CHUNK`] bytes. Writing a body then takes a few segments, not one per item: going
+/// from item to item through their own allocations cost a cache miss or more each, at every turn.
+/// The chunks are shared with the requests like the pieces; only the last one grows, and it is
+/// copied first (at most a chunk) when a request still holds it.
+#[derive(Clone, Debug, Default)]
+struct FlatText {
+    chunks: Vec<Arc<Vec<u8>>>,
+}
+
+impl FlatText {
+    const CHUNK: usize = 64 << 10;
+
+    fn push(&mut self, item: &[u8]) {
+        let room = |c: &Vec<u8>| c.is_empty() || c.len() + 1 + item.len() <= Self::CHUNK;
+        if !self.chunks.last().is_some_and(|c| room(c)) {
+            self.chunks.push(Arc::new(Vec::with_capacity(Self::CHUNK)));
+        }
+        if let Some(last) = self.chunks.last_mut() {
+            let chunk = Arc::make_mut(last);
+            chunk.push(b',');
+            chunk.extend_from_slice(item);
+        }
+    }
 }
 
 /// The encoded history of one request: the shared pieces, then the synthetic results of calls
 /// still open at the end (encoded for this request only).
 #[derive(Clone, Debug)]
 pub struct History {
-    pieces: Vec<Arc<Piece>>,
+    kept: Arc<Vec<Arc<Piece>>>,
+    flat: FlatText,
+    closing: Vec<Arc<Piece>>,
     /// Whether the context holds a tool result (Chat Completions then always declares tools).
     pub has_tool_results: bool,
     layout: Layout,
@@ -196,11 +229,20 @@ impl HistoryCache {
         }
         self.consumed = messages.len();
         let piece = |m: &AgentMessage| Arc::new(Piece::new(encode(m, model)));
-        self.pieces.extend(replayed.iter().map(|m| piece(m)));
-        let mut pieces = self.pieces.clone();
-        pieces.extend(self.replay.closing().iter().map(piece));
+        if !replayed.is_empty() {
+            let new = replayed.iter().map(|m| piece(m));
+            let start = self.pieces.len();
+            Arc::make_mut(&mut self.pieces).extend(new);
+            if matches!(layout, Layout::Flat) {
+                for item in self.pieces[start..].iter().flat_map(|p| &p.items) {
+                    self.flat.push(item);
+                }
+            }
+        }
         History {
-            pieces,
+            kept: self.pieces.clone(),
+            flat: self.flat.clone(),
+            closing: self.replay.closing().iter().map(piece).collect(),
             has_tool_results: self.tool_results,
             layout,
         }
@@ -221,15 +263,30 @@ impl History {
     /// The encoded items, in order (tests).
     #[cfg(test)]
     pub fn items(&self) -> Vec<&[u8]> {
-        self.pieces
-            .iter()
+        self.pieces()
             .flat_map(|p| p.items.iter().map(|i| &i[..]))
             .collect()
     }
 
+    /// The pieces, kept ones first.
+    fn pieces(&self) -> impl Iterator<Item = &Arc<Piece>> {
+        self.kept.iter().chain(&self.closing)
+    }
+
+    fn piece_count(&self) -> usize {
+        self.kept.len() + self.closing.len()
+    }
+
+    fn piece(&self, n: usize) -> Option<&Arc<Piece>> {
+        match n.checked_sub(self.kept.len()) {
+            None => self.kept.get(n),
+            Some(extra) => self.closing.get(extra),
+        }
+    }
+
     /// Whether `self` and `other` share their `n`-th piece (the same bytes, not a copy).
     pub fn shares_piece(&self, other: &History, n: usize) -> bool {
-        match (self.pieces.get(n), other.pieces.get(n)) {
+        match (self.piece(n), other.piece(n)) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
@@ -248,48 +305,71 @@ impl Piece {
     }
 }
 
-/// A request body as a list of byte segments: small ones assembled for this request, and the
-/// history's pieces shared with the cache.
+/// A request body as a list of byte segments: small ones assembled for this request, and items
+/// of the history's pieces, which the body reads from the history it holds (an index per item,
+/// not a reference count touched per item: a body is built every turn).
 #[derive(Debug, Default)]
 pub struct Body {
     segments: Vec<Segment>,
     len: usize,
+    history: Option<History>,
 }
 
 #[derive(Debug)]
 enum Segment {
     Bytes(Vec<u8>),
-    Item(Arc<Piece>, usize),
+    /// Punctuation: no allocation for the comma between two items.
+    Static(&'static [u8]),
+    /// Item `.1` of the history's piece `.0`.
+    Item(usize, usize),
+    /// Chunk `.0` of the history's flat text, without its leading comma if `.1`.
+    Chunk(usize, bool),
 }
 
 impl Segment {
-    fn bytes(&self) -> &[u8] {
+    fn bytes<'a>(&'a self, history: Option<&'a History>) -> &'a [u8] {
         match self {
             Segment::Bytes(b) => b,
-            Segment::Item(piece, i) => &piece.items[*i],
+            Segment::Static(b) => b,
+            Segment::Item(piece, i) => history
+                .and_then(|h| h.piece(*piece))
+                .map_or(&[], |p| &p.items[*i]),
+            Segment::Chunk(n, bare) => history
+                .and_then(|h| h.flat.chunks.get(*n))
+                .map_or(&[], |c| &c[usize::from(*bare)..]),
         }
     }
 }
 
 impl Body {
-    fn push(&mut self, bytes: &[u8]) {
+    fn push(&mut self, bytes: &'static [u8]) {
         self.len += bytes.len();
         if let Some(Segment::Bytes(last)) = self.segments.last_mut() {
             last.extend_from_slice(bytes);
         } else {
-            self.segments.push(Segment::Bytes(bytes.to_vec()));
+            self.segments.push(Segment::Static(bytes));
         }
     }
 
-    fn push_item(&mut self, piece: &Arc<Piece>, i: usize) {
-        self.len += piece.items[i].len();
-        self.segments.push(Segment::Item(piece.clone(), i));
+    fn push_vec(&mut self, bytes: Vec<u8>) {
+        self.len += bytes.len();
+        match self.segments.last_mut() {
+            Some(Segment::Bytes(last)) => last.extend_from_slice(&bytes),
+            _ => self.segments.push(Segment::Bytes(bytes)),
+        }
+    }
+
+    fn push_item(&mut self, history: &History, piece: usize, i: usize) {
+        if let Some(p) = history.piece(piece) {
+            self.len += p.items[i].len();
+            self.segments.push(Segment::Item(piece, i));
+        }
     }
 
     fn push_json(&mut self, value: &impl serde::Serialize) {
         // Serializing a `Value` or a string cannot fail.
         if let Ok(bytes) = serde_json::to_vec(value) {
-            self.push(&bytes);
+            self.push_vec(bytes);
         }
     }
 
@@ -305,7 +385,7 @@ impl Body {
     pub fn to_vec(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len);
         for s in &self.segments {
-            out.extend_from_slice(s.bytes());
+            out.extend_from_slice(s.bytes(self.history.as_ref()));
         }
         out
     }
@@ -314,6 +394,7 @@ impl Body {
     pub fn into_reader(self) -> BodyReader {
         BodyReader {
             segments: self.segments.into_iter(),
+            history: self.history,
             current: None,
             at: 0,
         }
@@ -322,6 +403,7 @@ impl Body {
 
 pub struct BodyReader {
     segments: std::vec::IntoIter<Segment>,
+    history: Option<History>,
     current: Option<Segment>,
     at: usize,
 }
@@ -333,7 +415,7 @@ impl Read for BodyReader {
         let mut filled = 0;
         while filled < buf.len() {
             if let Some(segment) = &self.current {
-                let rest = &segment.bytes()[self.at..];
+                let rest = &segment.bytes(self.history.as_ref())[self.at..];
                 if !rest.is_empty() {
                     let n = rest.len().min(buf.len() - filled);
                     buf[filled..filled + n].copy_from_slice(&rest[..n]);
@@ -360,7 +442,11 @@ const CACHE_CONTROL: &[u8] = br#""cache_control":{"type":"ephemeral"}"#;
 /// `prefix` followed by the history: the same JSON value serde_json would write for one tree (no
 /// spaces; `key` placed before the first head key that sorts after it).
 pub fn assemble(head: &Map<String, Value>, key: &str, prefix: &[Value], history: &History) -> Body {
-    let mut body = Body::default();
+    let mut body = Body {
+        // Two segments an item at most (the item and the comma after it).
+        segments: Vec::with_capacity(2 * history.piece_count() + 16),
+        ..Body::default()
+    };
     body.push(b"{");
     let mut first = true;
     let mut placed = false;
@@ -378,6 +464,7 @@ pub fn assemble(head: &Map<String, Value>, key: &str, prefix: &[Value], history:
         write_history(&mut body, prefix, history);
     }
     body.push(b"}");
+    body.history = Some(history.clone());
     body
 }
 
@@ -401,20 +488,30 @@ fn write_history(body: &mut Body, prefix: &[Value], history: &History) {
         comma(body);
         body.push_json(v);
     }
-    let pieces = history.pieces.iter().filter(|p| !p.items.is_empty());
     match history.layout {
         Layout::Flat => {
-            for piece in pieces {
-                for i in 0..piece.items.len() {
-                    comma(body);
-                    body.push_item(piece, i);
+            // Each kept item brings its comma; the array's first element must not.
+            let mut any = !prefix.is_empty();
+            for (n, chunk) in history.flat.chunks.iter().enumerate() {
+                let bare = !std::mem::replace(&mut any, true);
+                body.len += chunk.len() - usize::from(bare);
+                body.segments.push(Segment::Chunk(n, bare));
+            }
+            for n in history.kept.len()..history.piece_count() {
+                for i in 0..history.piece(n).map_or(0, |p| p.items.len()) {
+                    if std::mem::replace(&mut any, true) {
+                        body.push(b",");
+                    }
+                    body.push_item(history, n, i);
                 }
             }
         }
         Layout::Merged { field, mark_last } => {
-            let last = history.pieces.iter().rposition(|p| !p.items.is_empty());
+            let last = (0..history.piece_count())
+                .rev()
+                .find(|&n| history.piece(n).is_some_and(|p| !p.items.is_empty()));
             let mut open: Option<&'static str> = None;
-            for (n, piece) in history.pieces.iter().enumerate() {
+            for (n, piece) in history.pieces().enumerate() {
                 if piece.items.is_empty() {
                     continue;
                 }
@@ -430,7 +527,7 @@ fn write_history(body: &mut Body, prefix: &[Value], history: &History) {
                     }
                 }
                 let marked = mark_last && Some(n) == last;
-                write_items(body, piece, marked);
+                write_items(body, history, n, marked);
             }
             close_group(body, open);
         }
@@ -447,7 +544,10 @@ fn close_group(body: &mut Body, role: Option<&'static str>) {
     }
 }
 
-fn write_items(body: &mut Body, piece: &Arc<Piece>, mark_last: bool) {
+fn write_items(body: &mut Body, history: &History, n: usize, mark_last: bool) {
+    let Some(piece) = history.piece(n) else {
+        return;
+    };
     let count = piece.items.len();
     for i in 0..count {
         if i > 0 {
@@ -461,11 +561,11 @@ fn write_items(body: &mut Body, piece: &Arc<Piece>, mark_last: bool) {
                 b"}" => body.push(b"}"),
                 rest => {
                     body.push(b",");
-                    body.push(rest);
+                    body.push_vec(rest.to_vec());
                 }
             }
         } else {
-            body.push_item(piece, i);
+            body.push_item(history, n, i);
         }
     }
 }

@@ -212,7 +212,7 @@ fn a_growing_context_reuses_its_pieces_and_matches_a_fresh_encoding() {
             let cached = body(&request(&model, &messages[..n], Some(history.clone())));
             let fresh = body(&request(&model, &messages[..n], None));
             assert_eq!(cached, fresh, "{api:?} with {n} messages");
-            if let Some(before) = previous.filter(|p| !p.pieces.is_empty()) {
+            if let Some(before) = previous.filter(|p| p.piece_count() > 0) {
                 assert!(
                     history.shares_piece(&before, 0),
                     "{api:?}: the first message was encoded again"
@@ -270,4 +270,62 @@ fn a_shorter_context_is_encoded_from_scratch() {
         body(&request(&model, shorter, Some(history))),
         body(&request(&model, shorter, None))
     );
+}
+
+#[test]
+fn appending_extends_the_kept_list_in_place_unless_a_request_still_holds_it() {
+    let model = model(Api::OpenAiCompletions, "m");
+    let messages = conversation(Api::OpenAiCompletions);
+    let mut cache = HistoryCache::default();
+    let list = |c: &HistoryCache| Arc::as_ptr(&c.pieces);
+
+    // The request of the last turn is gone: the next turn appends to the same list.
+    drop(cache.encode(&model, &messages[..2]));
+    let (before, kept) = (list(&cache), cache.kept());
+    drop(cache.encode(&model, &messages[..4]));
+    assert!(cache.kept() > kept, "nothing was appended");
+    assert_eq!(list(&cache), before, "the kept list was copied");
+
+    // A request still in flight keeps the list it was given, unchanged.
+    let held = cache.encode(&model, &messages[..4]);
+    let held_items = held.items().len();
+    let grown = cache.encode(&model, &messages);
+    assert!(!Arc::ptr_eq(&held.kept, &grown.kept));
+    assert_eq!(held.items().len(), held_items);
+    assert!(grown.shares_piece(&held, 0));
+    assert_eq!(
+        body(&request(&model, &messages, Some(grown))),
+        body(&request(&model, &messages, None))
+    );
+}
+
+#[test]
+fn a_flat_history_longer_than_a_chunk_reads_as_one_tree_while_requests_hold_its_chunks() {
+    let big = "x".repeat(20_000);
+    let mut messages = Vec::new();
+    for i in 0..12 {
+        messages.push(message(
+            json!({"role": "user", "content": [{"type": "text", "text": format!("{i} {big}")}], "timestamp": i}),
+        ));
+    }
+    for api in [Api::OpenAiCompletions, Api::OpenAiResponses] {
+        let model = model(api, "m");
+        let mut cache = HistoryCache::default();
+        let mut held = Vec::new();
+        for n in 1..=messages.len() {
+            // Each request is kept while the next ones grow the last chunk.
+            let history = cache.encode(&model, &messages[..n]);
+            held.push((n, history.clone()));
+            let req = request(&model, &messages[..n], Some(history));
+            let cached = body(&req);
+            let parsed: Value = serde_json::from_slice(&cached).unwrap();
+            let reference: Value = serde_json::from_slice(&reference_body(&req, &cached)).unwrap();
+            assert_eq!(parsed, reference, "{api:?} with {n} messages");
+        }
+        assert!(cache.flat.chunks.len() > 2, "the text spans several chunks");
+        for (n, history) in held {
+            let req = request(&model, &messages[..n], Some(history));
+            assert_eq!(body(&req), body(&request(&model, &messages[..n], None)));
+        }
+    }
 }

@@ -5,12 +5,14 @@
 //! memory holds offsets instead of message trees.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use serde_json::value::RawValue;
 
 use super::store::EntryId;
+use super::usage::Tally;
 use crate::protocol::message::AgentMessage;
 use crate::protocol::Data;
 use crate::provider::catalog::Model;
@@ -80,6 +82,8 @@ pub struct Context {
     /// The messages encoded for the last model request; dropped whenever the messages may change
     /// other than by appending.
     history: HistoryCache,
+    /// The running token figure (see [`super::usage`]), kept like `history`.
+    tally: Cell<Option<Tally>>,
 }
 
 impl Context {
@@ -90,6 +94,7 @@ impl Context {
             stored: None,
             ids,
             history: HistoryCache::default(),
+            tally: Cell::new(None),
         }
     }
 
@@ -111,6 +116,7 @@ impl Context {
             }),
             ids,
             history: HistoryCache::default(),
+            tally: Cell::new(None),
         }
     }
 
@@ -127,6 +133,8 @@ impl Context {
     }
 
     pub fn push(&mut self, message: AgentMessage, id: Option<EntryId>) {
+        let tally = self.tally.get().map(|t| t.append(&message));
+        self.tally.set(tally);
         match &mut self.stored {
             Some(s) => s.items.push(Item::Parsed(Box::new(message))),
             None => self.parsed.push(message),
@@ -141,6 +149,7 @@ impl Context {
     pub fn messages(&mut self) -> Result<&mut Vec<AgentMessage>, String> {
         self.parse_stored()?;
         self.history = HistoryCache::default();
+        self.tally.set(None);
         Ok(&mut self.parsed)
     }
 
@@ -185,6 +194,18 @@ impl Context {
     ) -> Result<(&mut Vec<AgentMessage>, &mut Vec<Option<EntryId>>), String> {
         self.messages()?;
         Ok((&mut self.parsed, &mut self.ids))
+    }
+
+    /// The context's token tally for a session last compacted at `compacted_at`: kept from the
+    /// last call while only appends happened since, else counted back from the newest message.
+    pub fn tally(&self, compacted_at: Option<u64>) -> Tally {
+        if let Some(t) = self.tally.get().filter(|t| t.compacted_at == compacted_at) {
+            return t;
+        }
+        let mut tally = Tally::new(compacted_at);
+        self.scan_back(|m| tally.prepend(m));
+        self.tally.set(Some(tally));
+        tally
     }
 
     /// Calls `f` on each message, newest first, parsing stored ones one at a time, until `f`
@@ -511,5 +532,72 @@ mod tests {
         let fresh = History::fresh(&model, ctx.parsed().unwrap());
         assert_eq!(edited.items(), fresh.items());
         assert!(String::from_utf8_lossy(edited.items()[0]).contains("summary"));
+    }
+
+    /// An assistant reply of `tokens` reported tokens at `timestamp` (0: none reported), with a
+    /// tool call whose arguments count in the estimate.
+    fn reply(tokens: u64, timestamp: u64) -> AgentMessage {
+        serde_json::from_value(serde_json::json!({"role": "assistant", "content": [
+            {"type": "toolCall", "id": "c", "name": "bash", "arguments": {"command": "echo hi"}}],
+            "api": "openai-completions", "provider": "p", "model": "m",
+            "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+                "totalTokens": tokens, "cost": {"input": 0.0, "output": 0.0, "cacheRead": 0.0,
+                "cacheWrite": 0.0, "total": 0.0}},
+            "stopReason": "toolUse", "timestamp": timestamp}))
+        .unwrap()
+    }
+
+    /// The tally counted from scratch, as a context that never kept one would.
+    fn walked(ctx: &Context, compacted_at: Option<u64>) -> Tally {
+        let mut tally = Tally::new(compacted_at);
+        ctx.scan_back(|m| tally.prepend(m));
+        tally
+    }
+
+    #[test]
+    fn the_kept_token_tally_equals_a_full_walk_after_appends_edits_and_a_switch() {
+        let mut ctx = Context::from_messages(vec![user("one")], vec![None]);
+        assert_eq!(ctx.tally(None), walked(&ctx, None));
+        // Without reported usage every message counts; with it, the newest anchor resets.
+        for (n, m) in [reply(0, 5), user("two"), reply(40, 10), user("three three")]
+            .into_iter()
+            .enumerate()
+        {
+            ctx.push(m, None);
+            assert_eq!(ctx.tally(None), walked(&ctx, None), "after append {n}");
+        }
+        assert_eq!(ctx.tally(None).anchor, Some(40));
+        assert_eq!(ctx.tally(None).rest, 4 + 3);
+        assert!(
+            ctx.tally.get().is_some(),
+            "the tally is kept while appending"
+        );
+
+        // A compaction after the anchor's reply: the anchor no longer counts.
+        assert_eq!(ctx.tally(Some(11)), walked(&ctx, Some(11)));
+        assert_eq!(ctx.tally(Some(11)).anchor, None);
+        ctx.push(reply(0, 12), None);
+        assert_eq!(ctx.tally(Some(11)), walked(&ctx, Some(11)));
+
+        // Mutable access (compaction, edits) drops the kept tally.
+        ctx.messages().unwrap().truncate(2);
+        assert!(ctx.tally.get().is_none());
+        assert_eq!(ctx.tally(Some(11)), walked(&ctx, Some(11)));
+        ctx.push(reply(70, 20), None);
+        assert_eq!(ctx.tally(Some(11)), walked(&ctx, Some(11)));
+        assert_eq!(ctx.tally(Some(11)).anchor, Some(70));
+
+        // A switched-to session: a stored context counts from its file.
+        let messages = vec![user("a"), reply(0, 1), user("bb")];
+        let (file, items) = stored(&messages);
+        let mut lazy = Context::from_file(file.reopen().unwrap(), None, items, vec![None; 3]);
+        assert_eq!(lazy.tally(None), walked(&lazy, None));
+        lazy.push(user("ccc"), None);
+        let eager = Context::from_messages(
+            messages.into_iter().chain([user("ccc")]).collect(),
+            vec![None; 4],
+        );
+        assert_eq!(lazy.tally(None), walked(&eager, None));
+        assert_eq!(lazy.tally(None).anchor, None);
     }
 }

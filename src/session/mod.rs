@@ -25,6 +25,7 @@ pub mod store;
 pub mod todos;
 pub mod tool_calls;
 pub mod unattended;
+pub mod usage;
 pub mod user_bash;
 
 use std::time::Instant;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::queue::Queues;
 use super::retry::RetryPolicy;
 use super::todos::TodoPhase;
-use crate::protocol::message::{AgentMessage, AssistantMessage, Content, StopReason, Usage};
+use crate::protocol::message::{AgentMessage, StopReason, Usage};
 use crate::protocol::reply::{ContextUsage, SessionState, SessionStats, TokenTotals, ToolInfo};
 use crate::provider::catalog::{Catalog, Model};
 use crate::provider::scripted::Script;
@@ -124,24 +124,12 @@ impl Session {
         if window == 0 {
             return None;
         }
-        let compacted_at = self.store.compacted_at();
-        // Newest first until the last trusted reply, whose usage counts everything before it.
-        let (mut anchor, mut rest) = (None, 0u64);
-        self.messages.scan_back(|m| match m {
-            AgentMessage::Assistant(a) if is_usage_anchor(a, compacted_at) => {
-                anchor = Some(a.usage.total_tokens);
-                false
-            }
-            _ => {
-                rest += estimate_tokens(m);
-                true
-            }
-        });
-        let (base, source) = match anchor {
+        let tally = self.messages.tally(self.store.compacted_at());
+        let (base, source) = match tally.anchor {
             Some(tokens) => (tokens, "provider_anchor"),
             None => ((self.system_prompt.len() / 4) as u64, "heuristic"),
         };
-        let tokens = base + rest;
+        let tokens = base + tally.rest;
         let percent = tokens as f64 / window as f64 * 100.0;
         Some(ContextUsage {
             tokens: Some(tokens),
@@ -204,38 +192,7 @@ impl Session {
     }
 }
 
-/// Whether a reply's reported usage measures the current context: it succeeded, has a usage,
-/// and was requested after the last compaction (if any).
-fn is_usage_anchor(a: &AssistantMessage, compacted_at: Option<u64>) -> bool {
-    !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted)
-        && a.usage.total_tokens > 0
-        && compacted_at.is_none_or(|at| a.timestamp >= at)
-}
-
-pub fn estimate_tokens(m: &AgentMessage) -> u64 {
-    let chars: usize = match m {
-        AgentMessage::User(u) => blocks_len(&u.content),
-        AgentMessage::Assistant(a) => blocks_len(&a.content),
-        AgentMessage::ToolResult(r) => blocks_len(&r.content),
-        AgentMessage::BashExecution(b) => b.command.len() + b.output.len(),
-        AgentMessage::CompactionSummary(c) => c.summary.len(),
-    };
-    // Four characters a token, plus a few tokens of per-message framing.
-    chars.div_ceil(4) as u64 + 4
-}
-
-fn blocks_len(blocks: &[Content]) -> usize {
-    blocks
-        .iter()
-        .map(|b| match b {
-            Content::Text { text, .. } => text.len(),
-            Content::Thinking { thinking, .. } => thinking.len(),
-            Content::ToolCall(c) => c.name.len() + c.arguments.to_string().len(),
-            Content::Image { .. } => 4800,
-            Content::RedactedThinking { data } => data.len() / 4,
-        })
-        .sum()
-}
+pub use super::usage::estimate_tokens;
 
 /// Session names: trimmed, control characters turned into spaces, runs of spaces collapsed.
 pub fn clean_session_name(name: &str) -> Option<String> {
