@@ -72,6 +72,8 @@ pub enum CommandFrame {
 pub struct Channels {
     pub control: Receiver<ControlFrame>,
     pub commands: Receiver<CommandFrame>,
+    /// Told of each command taken, for a sender waiting for room in the lane.
+    pub taken: crate::room::Taken,
     pub out: OutTx,
     /// Woken when the output lane, backed up before, has drained.
     pub out_drained: Receiver<()>,
@@ -183,7 +185,9 @@ impl SessionLoop {
                 Event::Control(ControlFrame::InputClosed) => {
                     // The command lane disconnects once the reader's last command is in it.
                     while !self.closing {
-                        match self.ch.commands.recv() {
+                        let frame = self.ch.commands.recv();
+                        self.ch.taken.taken();
+                        match frame {
                             Ok(CommandFrame::Command { id, command }) => {
                                 self.handle_command(id, command)
                             }
@@ -230,7 +234,7 @@ impl SessionLoop {
         // A host that does not read stdout gets no new command handled (their responses would
         // only pile up), but its cancellations still act at once.
         let paused = never();
-        let commands = if self.ch.out.is_backed_up() {
+        let commands = if !self.ch.out.takes_commands() {
             self.ch.out.wake_when_drained();
             &paused
         } else {
@@ -239,7 +243,10 @@ impl SessionLoop {
         select_biased! {
             recv(self.ch.control) -> m => m.map(Event::Control).unwrap_or(Event::CommandsClosed),
             recv(self.ch.out_drained) -> _ => Event::OutputDrained,
-            recv(commands) -> m => m.map(Event::Command).unwrap_or(Event::CommandsClosed),
+            recv(commands) -> m => {
+                self.ch.taken.taken();
+                m.map(Event::Command).unwrap_or(Event::CommandsClosed)
+            },
             recv(self.ch.provider) -> m => m.map(Event::Provider).unwrap_or(Event::Timer),
             recv(self.ch.tool) -> m => m.map(Event::Tool).unwrap_or(Event::Timer),
             recv(self.ch.bash_events) -> m => m.map(Event::Bash).unwrap_or(Event::Timer),
