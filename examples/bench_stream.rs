@@ -313,11 +313,12 @@ fn abort_latency() {
         &[json!({"choices":[{"index":0,"delta":{"content":"partial"}}]})],
         false,
     );
-    let mut lat = Vec::new();
+    let (mut lat, mut closed_lat) = (Vec::new(), Vec::new());
     for _ in 0..20 {
+        let (closed_tx, closed) = crossbeam_channel::bounded(1);
         fake.push(Reply::sse_chunks(vec![
             Chunk::Bytes(head.clone().into_bytes()),
-            Chunk::Stall,
+            Chunk::StallUntilClosed(closed_tx),
         ]));
         c.request(json!({"type": "prompt", "message": "hi"}), WAIT)
             .unwrap();
@@ -326,12 +327,20 @@ fn abort_latency() {
         c.send(&json!({"type": "abort"})).unwrap();
         c.wait_event("agent_end", WAIT).unwrap();
         lat.push(ms(sent.elapsed()));
+        // The provider's side: the connection seen closed (FIN or reset) by the server.
+        let at: Instant = closed.recv_timeout(WAIT).unwrap();
+        closed_lat.push(ms(at.saturating_duration_since(sent)));
         let _ = fake.try_request();
     }
     println!(
         "abort while the server stalls -> agent_end: median {:.3} ms, p90 {:.3} ms (20 aborts)",
         median(&mut lat),
         percentile(&mut lat, 0.9)
+    );
+    println!(
+        "abort while the server stalls -> the server sees the connection closed: median {:.3} ms, p90 {:.3} ms (20 aborts)",
+        median(&mut closed_lat),
+        percentile(&mut closed_lat, 0.9)
     );
 }
 
@@ -473,6 +482,7 @@ fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("rules") => return rules_turn(1_000),
         Some("hooks") => return hook_loop_overhead(),
+        Some("abort") => return abort_latency(),
         _ => {}
     }
     let n: usize = std::env::args()
