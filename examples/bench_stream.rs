@@ -322,7 +322,14 @@ fn abort_latency() {
         ]));
         c.request(json!({"type": "prompt", "message": "hi"}), WAIT)
             .unwrap();
-        c.wait_event("message_update", WAIT).unwrap();
+        // The delta itself: the turn's earlier `message_update` (`text_start`) stays queued in
+        // the client, and waiting for any update would find the previous turn's and abort
+        // before the request is even made.
+        c.wait_for(
+            |f| f["payload"]["event"]["assistantMessageEvent"]["type"] == "text_delta",
+            WAIT,
+        )
+        .unwrap();
         let sent = Instant::now();
         c.send(&json!({"type": "abort"})).unwrap();
         c.wait_event("agent_end", WAIT).unwrap();

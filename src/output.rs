@@ -2,9 +2,8 @@
 //!
 //! Senders never block. The lane is an unbounded channel plus a gauge of the bytes it holds that
 //! are not yet written (an estimate per frame, given back by the writer once the frame is out).
-//! When the gauge is over [`HIGH`] the lane counts as backed up: the session then merges streamed
-//! deltas instead of queueing one frame each (and past twice that stops taking new commands, so
-//! reads during a fast stream are still answered at once), so a host that stops
+//! When the gauge is over [`HIGH`] the lane counts as backed up: the session then stops taking new
+//! commands and merges streamed deltas instead of queueing one frame each, so a host that stops
 //! reading stdout holds back the agent's output, never its control lane (abort, signals, EOF),
 //! and memory stays bounded by what the running work produces. When the writer brings the gauge
 //! back under a quarter of that it wakes whoever asked to be woken.
@@ -98,15 +97,6 @@ impl OutTx {
         self.gauge.pending.load(Ordering::Relaxed) > self.gauge.high
     }
 
-    /// Whether the session should take another command. A backlog of streamed output alone does
-    /// not stop it: those deltas are merged while backed up, and a read such as `get_state` is
-    /// answered at once rather than after the writer has caught up. Commands stop only past
-    /// twice the mark, so a host that sends commands and reads nothing still piles up at most
-    /// that much in responses.
-    pub fn takes_commands(&self) -> bool {
-        self.gauge.pending.load(Ordering::Relaxed) <= 2 * self.gauge.high
-    }
-
     /// Asks for one wake-up when the writer has caught up. Checked again after asking, so a
     /// catch-up that happened in between is not missed.
     pub fn wake_when_drained(&self) {
@@ -182,18 +172,6 @@ fn estimate(frame: &Outbound) -> usize {
 mod tests {
     use super::*;
     use crate::protocol::Response;
-
-    #[test]
-    fn commands_pause_only_at_twice_the_backlog() {
-        let (tx, rx, _woken) = lane();
-        tx.send_costed(Outbound::Ready, HIGH + 1).unwrap();
-        assert!(tx.is_backed_up() && tx.takes_commands());
-        tx.send_costed(Outbound::Ready, HIGH).unwrap();
-        assert!(!tx.takes_commands());
-        let q = rx.try_recv().ok().unwrap();
-        rx.written(q.cost());
-        assert!(tx.takes_commands());
-    }
 
     #[test]
     fn gauge_backs_up_and_wakes_once_drained() {

@@ -234,7 +234,7 @@ impl SessionLoop {
         // A host that does not read stdout gets no new command handled (their responses would
         // only pile up), but its cancellations still act at once.
         let paused = never();
-        let commands = if !self.ch.out.takes_commands() {
+        let commands = if self.ch.out.is_backed_up() {
             self.ch.out.wake_when_drained();
             &paused
         } else {
