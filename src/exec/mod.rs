@@ -327,6 +327,11 @@ impl BashActor {
     /// every command. An escapee whose environment no longer names its command is killed when
     /// no command is running (it cannot belong to a live one), or at shutdown.
     fn sweep(&self, all: bool) {
+        // Only commands leave gjc's session; with none ever started there is nothing to find,
+        // and an idle gjc's exit does not wait for a walk through /proc.
+        if self.next_id == 0 {
+            return;
+        }
         let runner = self.runner;
         let killed = orphans::sweep(|command| match command {
             Some((r, id)) if r == runner => all || !self.running.contains_key(&id),
