@@ -313,25 +313,41 @@ fn abort_latency() {
         &[json!({"choices":[{"index":0,"delta":{"content":"partial"}}]})],
         false,
     );
-    let mut lat = Vec::new();
+    let (mut lat, mut closed_lat) = (Vec::new(), Vec::new());
     for _ in 0..20 {
+        let (closed_tx, closed) = crossbeam_channel::bounded(1);
         fake.push(Reply::sse_chunks(vec![
             Chunk::Bytes(head.clone().into_bytes()),
-            Chunk::Stall,
+            Chunk::StallUntilClosed(closed_tx),
         ]));
         c.request(json!({"type": "prompt", "message": "hi"}), WAIT)
             .unwrap();
-        c.wait_event("message_update", WAIT).unwrap();
+        // The delta itself: the turn's earlier `message_update` (`text_start`) stays queued in
+        // the client, and waiting for any update would find the previous turn's and abort
+        // before the request is even made.
+        c.wait_for(
+            |f| f["payload"]["event"]["assistantMessageEvent"]["type"] == "text_delta",
+            WAIT,
+        )
+        .unwrap();
         let sent = Instant::now();
         c.send(&json!({"type": "abort"})).unwrap();
         c.wait_event("agent_end", WAIT).unwrap();
         lat.push(ms(sent.elapsed()));
+        // The provider's side: the connection seen closed (FIN or reset) by the server.
+        let at: Instant = closed.recv_timeout(WAIT).unwrap();
+        closed_lat.push(ms(at.saturating_duration_since(sent)));
         let _ = fake.try_request();
     }
     println!(
         "abort while the server stalls -> agent_end: median {:.3} ms, p90 {:.3} ms (20 aborts)",
         median(&mut lat),
         percentile(&mut lat, 0.9)
+    );
+    println!(
+        "abort while the server stalls -> the server sees the connection closed: median {:.3} ms, p90 {:.3} ms (20 aborts)",
+        median(&mut closed_lat),
+        percentile(&mut closed_lat, 0.9)
     );
 }
 
@@ -473,6 +489,7 @@ fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("rules") => return rules_turn(1_000),
         Some("hooks") => return hook_loop_overhead(),
+        Some("abort") => return abort_latency(),
         _ => {}
     }
     let n: usize = std::env::args()

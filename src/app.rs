@@ -27,8 +27,8 @@ const CRASH_EXIT: i32 = 101;
 const CRASH_CLEANUP: Duration = Duration::from_secs(3);
 
 /// Threads whose panic is caught where they run and reported as a failed call or command (a
-/// tool call, a shell command's supervisor and reader, a session-loading range).
-const WORKERS: &[&str] = &["gjc-tool", "gjc-bash-io", "gjc-bash-read", "gjc-load"];
+/// tool call, a session-loading range).
+const WORKERS: &[&str] = &["gjc-tool", "gjc-load"];
 
 /// The kernel's parent-death signal. Not SIGTERM: the kernel sends it when the *thread* that
 /// spawned gjc exits, which a host running a thread pool does all the time, so its arrival only
@@ -135,6 +135,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
     let (out_tx, out_rx, out_drained) = crate::output::lane();
     let (control_tx, control_rx) = bounded(stdin::CONTROL_QUEUE);
     let (command_tx, command_rx) = bounded(stdin::COMMAND_QUEUE);
+    let (taken, room) = crate::room::room();
 
     // 0. Signal handlers and the parent-death signal come first: a host may act as soon as it
     // sees `ready`. The handlers must exist before the parent-death signal is armed, or that
@@ -190,6 +191,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
     let channels = Channels {
         control: control_rx,
         commands: command_rx,
+        taken,
         out: out_tx,
         out_drained,
         provider_tx,
@@ -261,6 +263,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         let routes = stdin::StdinRoutes {
             control: control_tx.clone(),
             commands: command_tx,
+            room,
             host: host.sender(),
         };
         // Never joined: a read blocked on a live stdin cannot be interrupted, and at a signal

@@ -52,6 +52,8 @@ pub mod provider;
 #[cfg(feature = "agent")]
 pub mod registry;
 #[cfg(feature = "agent")]
+pub mod room;
+#[cfg(feature = "agent")]
 pub mod rules;
 #[cfg(feature = "agent")]
 pub mod secrets;

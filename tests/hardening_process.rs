@@ -321,3 +321,31 @@ fn a_panicking_tool_becomes_an_error_result() {
     g.ok(json!({"type": "get_state"}));
     assert_eq!(g.close_and_wait().and_then(|s| s.code()), Some(0));
 }
+
+/// A running command costs gjc no thread: `gjc-bash` reads its output and learns of its exit
+/// itself, so while a command runs (after printing megabytes) gjc has exactly its idle threads.
+#[test]
+fn a_running_command_adds_no_thread() {
+    let mut g = gjc().spawn();
+    g.ok(json!({"type": "get_state"}));
+    let pid = g.client.pid();
+    let mut idle = crate::support::procfs::threads(pid);
+    idle.sort();
+    g.client
+        .send(&json!({"id": "b", "type": "bash", "command":
+            "head -c 3000000 /dev/zero | tr '\\0' x; echo; : > started.tmp; mv started.tmp started; sleep 1000"}))
+        .unwrap();
+    let started = g.project.join("started");
+    let deadline = Instant::now() + TIMEOUT;
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the command never got going");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut busy = crate::support::procfs::threads(pid);
+    busy.sort();
+    g.ok(json!({"type": "abort_bash"}));
+    let d = g.client.wait_for(|f| f["id"] == "b", TIMEOUT).unwrap();
+    assert_eq!(busy, idle, "threads while a command runs");
+    assert_eq!(d["data"]["cancelled"], true, "{d}");
+    assert_eq!(d["data"]["truncated"], true, "{d}");
+}

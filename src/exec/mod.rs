@@ -3,29 +3,31 @@
 //! timeouts, and kills groups on abort and shutdown. Spawning happens on this long-lived thread
 //! because the parent-death signal fires when the *spawning thread* exits.
 //!
-//! Per command, one `gjc-bash-io` thread reads the merged output pipe into an `OutputSink` and
-//! waits for the shell; when the shell exits, the rest of its group (`sleep 1000 &`) is killed so
-//! no orphan keeps the pipe open or outlives the command. What left the group (`setsid`) is found
-//! and killed here (`orphans`) before the command's result is passed on.
+//! The thread also does every command's I/O: it sleeps in poll(2) on the commands' merged output
+//! pipes, a pidfd per shell and a wake-up pipe for requests (`job`, `wake`), so a command costs
+//! no thread. When a shell exits, the rest of its group (`sleep 1000 &`) is killed so no orphan
+//! keeps the pipe open or outlives the command. What left the group (`setsid`) is found and
+//! killed here (`orphans`) before the command's result is passed on.
 //!
 //! Spill files live in a private folder with a random name (0700, created on first use), removed
 //! at shutdown unless kept.
 
+mod job;
 pub mod orphans;
 pub mod output;
 pub mod process;
+mod wake;
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, never, select_biased, unbounded, Receiver, Sender};
+use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 
-use output::{Captured, OutputSink};
+use job::Job;
 
 /// Who started a command; aborts target one owner.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -74,42 +76,47 @@ pub struct BashResult {
 /// What the owner of the bash thread keeps.
 #[derive(Clone)]
 pub struct BashHandle {
-    tx: Sender<BashRequest>,
+    inner: Arc<HandleInner>,
+}
+
+/// The request channel and the wake-up that goes with every request. When the last handle goes,
+/// the channel is closed first and the thread woken after, so it sees the disconnection.
+struct HandleInner {
+    tx: Option<Sender<BashRequest>>,
+    waker: wake::Waker,
+}
+
+impl Drop for HandleInner {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        self.waker.wake();
+    }
 }
 
 impl BashHandle {
+    fn send(&self, request: BashRequest) {
+        if let Some(tx) = &self.inner.tx {
+            let _ = tx.send(request);
+        }
+        self.inner.waker.wake();
+    }
+
     pub fn run(&self, job: BashJob) {
         test_panic_point();
-        let _ = self.tx.send(BashRequest::Run(job));
+        self.send(BashRequest::Run(job));
     }
 
     pub fn abort(&self, owner: JobOwner) {
-        let _ = self.tx.send(BashRequest::Abort(owner));
+        self.send(BashRequest::Abort(owner));
     }
 
     pub fn shutdown(&self) {
-        let _ = self.tx.send(BashRequest::Shutdown);
+        self.send(BashRequest::Shutdown);
     }
 
     pub fn clear_spill(&self) {
-        let _ = self.tx.send(BashRequest::ClearSpill);
+        self.send(BashRequest::ClearSpill);
     }
-}
-
-struct Running {
-    owner: JobOwner,
-    pgid: i32,
-    deadline: Option<Instant>,
-    cancelled: Arc<AtomicBool>,
-    timed_out: Arc<AtomicBool>,
-}
-
-/// A command's end, passed on to whoever asked once what escaped it is gone.
-struct Finished {
-    id: u64,
-    owner: JobOwner,
-    result: BashResult,
-    reply: Sender<BashEvent>,
 }
 
 /// Numbers the bash threads of this process (one in gjc; unit tests start several), so that
@@ -117,19 +124,23 @@ struct Finished {
 static RUNNERS: AtomicU64 = AtomicU64::new(0);
 
 /// How long shutdown waits for killed commands to end and their escapees to be reaped.
-const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+const SHUTDOWN_WAIT: Duration = Duration::from_millis(2000);
+/// Where pidfds are missing, how often a shell's exit is checked while its pipe stays open.
+const EXIT_CHECK: Duration = Duration::from_millis(20);
+/// One read of a command's pipe.
+const READ_CHUNK: usize = 64 * 1024;
 
 pub struct BashActor {
     requests: Receiver<BashRequest>,
-    finished_tx: Sender<Finished>,
-    finished: Receiver<Finished>,
-    running: HashMap<u64, Running>,
+    woken: wake::Woken,
+    running: HashMap<u64, Job>,
     runner: u64,
     next_id: u64,
     spill_parent: PathBuf,
     /// Made on the first command, so a session that runs none creates nothing.
     spill_dir: Option<tempfile::TempDir>,
     keep_spill: bool,
+    buf: Vec<u8>,
 }
 
 /// Spawns `gjc-bash`. Spill files go to a private folder made under `spill_parent`, removed at
@@ -139,52 +150,124 @@ pub fn spawn(
     keep_spill: bool,
 ) -> std::io::Result<(BashHandle, std::thread::JoinHandle<()>)> {
     let (tx, requests) = unbounded();
-    let (finished_tx, finished) = unbounded();
+    let (waker, woken) = wake::pair()?;
     let actor = BashActor {
         requests,
-        finished_tx,
-        finished,
+        woken,
         running: HashMap::new(),
         runner: RUNNERS.fetch_add(1, Ordering::Relaxed) + 1,
         next_id: 0,
         spill_parent,
         spill_dir: None,
         keep_spill,
+        buf: vec![0u8; READ_CHUNK],
     };
     let thread = std::thread::Builder::new()
         .name("gjc-bash".into())
         .spawn(move || actor.run())?;
-    Ok((BashHandle { tx }, thread))
+    let inner = HandleInner {
+        tx: Some(tx),
+        waker,
+    };
+    Ok((
+        BashHandle {
+            inner: Arc::new(inner),
+        },
+        thread,
+    ))
 }
 
 impl BashActor {
     fn run(mut self) {
         test_panic_point();
-        loop {
-            let timer = self
-                .next_deadline()
-                .map(|d| after(d.saturating_duration_since(Instant::now())))
-                .unwrap_or(never());
-            select_biased! {
-                recv(self.requests) -> req => match req {
-                    Ok(BashRequest::Run(job)) => self.start(job),
-                    Ok(BashRequest::ClearSpill) => self.clear_spill(),
-                    Ok(BashRequest::Abort(owner)) => self.abort(&owner),
-                    Ok(BashRequest::Shutdown) | Err(_) => break,
-                },
-                recv(self.finished) -> done => {
-                    if let Ok(done) = done {
-                        self.finish(done);
-                    }
-                },
-                recv(timer) -> _ => self.expire(),
-            }
+        while self.take_requests() {
+            self.expire();
+            self.wait(self.next_deadline());
+            self.finish_completed();
         }
         self.shutdown();
     }
 
+    /// Handles every request queued; false at shutdown (asked for, or every handle gone).
+    fn take_requests(&mut self) -> bool {
+        loop {
+            match self.requests.try_recv() {
+                Ok(BashRequest::Run(job)) => self.start(job),
+                Ok(BashRequest::ClearSpill) => self.clear_spill(),
+                Ok(BashRequest::Abort(owner)) => self.abort(&owner),
+                Ok(BashRequest::Shutdown) | Err(TryRecvError::Disconnected) => return false,
+                Err(TryRecvError::Empty) => return true,
+            }
+        }
+    }
+
     fn next_deadline(&self) -> Option<Instant> {
-        self.running.values().filter_map(|r| r.deadline).min()
+        let deadline = self.running.values().filter_map(|r| r.deadline).min();
+        // Without pidfds a shell's exit is only seen by asking again.
+        match self.running.values().any(Job::needs_exit_check) {
+            true => Some(deadline.map_or(Instant::now() + EXIT_CHECK, |d| {
+                d.min(Instant::now() + EXIT_CHECK)
+            })),
+            false => deadline,
+        }
+    }
+
+    /// Sleeps in poll(2) until a request, output, a shell's exit or `deadline`, then reads what
+    /// is ready (one chunk per pipe) and reaps the shells that exited.
+    fn wait(&mut self, deadline: Option<Instant>) {
+        let mut fds = vec![pollfd(self.woken.fd())];
+        let mut owners = Vec::new();
+        for (id, job) in &self.running {
+            for fd in [job.pipe_fd(), job.exit_fd()].into_iter().flatten() {
+                fds.push(pollfd(fd));
+                owners.push(*id);
+            }
+        }
+        let timeout = deadline.map_or(-1, |d| {
+            // Rounded up, so the deadline has passed when poll returns.
+            let left = d.saturating_duration_since(Instant::now());
+            left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+        });
+        // SAFETY: `fds` is a valid array of pollfd for its whole length.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        if ready < 0 {
+            // EINTR: the loop simply comes round again.
+            return;
+        }
+        if fds[0].revents != 0 {
+            self.woken.drain();
+        }
+        for (pfd, id) in fds[1..].iter().zip(owners) {
+            if pfd.revents == 0 {
+                continue;
+            }
+            let Some(job) = self.running.get_mut(&id) else {
+                continue;
+            };
+            if job.pipe_fd() == Some(pfd.fd) {
+                job.read_once(&mut self.buf);
+            } else {
+                job.check_exit();
+            }
+        }
+        for job in self.running.values_mut().filter(|j| j.needs_exit_check()) {
+            job.check_exit();
+        }
+    }
+
+    /// Passes on the result of every command whose shell has exited and whose pipe is closed.
+    fn finish_completed(&mut self) {
+        let done: Vec<u64> = self
+            .running
+            .iter()
+            .filter(|(_, j)| j.is_complete())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in done {
+            if let Some(job) = self.running.remove(&id) {
+                self.finish(job);
+            }
+        }
     }
 
     /// Where command `id` spills, making the private folder on first use.
@@ -212,8 +295,10 @@ impl BashActor {
         self.next_id += 1;
         let id = self.next_id;
         let spill = self.spill_path(id);
-        let spawned = match process::spawn(&job.command, &job.cwd, (self.runner, id)) {
-            Ok(s) => s,
+        match process::spawn(&job.command, &job.cwd, (self.runner, id)) {
+            Ok(spawned) => {
+                self.running.insert(id, Job::start(job, spawned, spill));
+            }
             Err(e) => {
                 let result = BashResult {
                     spawn_error: Some(format!("cannot run command: {e}")),
@@ -223,59 +308,18 @@ impl BashActor {
                     owner: job.owner,
                     result,
                 });
-                return;
             }
-        };
-        let cancelled = Arc::new(AtomicBool::new(false));
-        let timed_out = Arc::new(AtomicBool::new(false));
-        self.running.insert(
-            id,
-            Running {
-                owner: job.owner.clone(),
-                pgid: spawned.pgid,
-                deadline: job.timeout.map(|t| Instant::now() + t),
-                cancelled: cancelled.clone(),
-                timed_out: timed_out.clone(),
-            },
-        );
-        let finished = self.finished_tx.clone();
-        let flags = (cancelled, timed_out);
-        let pgid = spawned.pgid;
-        let io = std::thread::Builder::new()
-            .name("gjc-bash-io".into())
-            .spawn(move || {
-                let supervised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    supervise(spawned, spill, &job, &flags)
-                }));
-                let result = supervised.unwrap_or_else(|_| {
-                    // Unwaited, the shell is left to the sweeps to reap.
-                    orphans::shell_ended(pgid);
-                    process::kill_group(pgid);
-                    BashResult {
-                        spawn_error: Some("the command's supervisor failed unexpectedly".into()),
-                        ..empty_result()
-                    }
-                });
-                let _ = finished.send(Finished {
-                    id,
-                    owner: job.owner,
-                    result,
-                    reply: job.reply,
-                });
-            });
-        if let Err(e) = io {
-            log::error!("cannot start bash io thread: {e}");
         }
     }
 
     /// A command ended: what it left running outside its group is killed, then the result goes
     /// out, so a host that sees the result never sees the command's processes still alive.
-    fn finish(&mut self, done: Finished) {
-        self.running.remove(&done.id);
+    fn finish(&mut self, job: Job) {
         self.sweep(false);
-        let _ = done.reply.send(BashEvent::Exit {
-            owner: done.owner,
-            result: done.result,
+        let (owner, reply) = (job.owner.clone(), job.reply.clone());
+        let _ = reply.send(BashEvent::Exit {
+            owner,
+            result: job.result(),
         });
     }
 
@@ -283,6 +327,11 @@ impl BashActor {
     /// every command. An escapee whose environment no longer names its command is killed when
     /// no command is running (it cannot belong to a live one), or at shutdown.
     fn sweep(&self, all: bool) {
+        // Only commands leave gjc's session; with none ever started there is nothing to find,
+        // and an idle gjc's exit does not wait for a walk through /proc.
+        if self.next_id == 0 {
+            return;
+        }
         let runner = self.runner;
         let killed = orphans::sweep(|command| match command {
             Some((r, id)) if r == runner => all || !self.running.contains_key(&id),
@@ -295,8 +344,8 @@ impl BashActor {
     }
 
     fn abort(&mut self, owner: &JobOwner) {
-        for r in self.running.values().filter(|r| &r.owner == owner) {
-            r.cancelled.store(true, Ordering::SeqCst);
+        for r in self.running.values_mut().filter(|r| &r.owner == owner) {
+            r.cancelled = true;
             process::kill_group(r.pgid);
         }
     }
@@ -309,7 +358,7 @@ impl BashActor {
             .filter(|r| r.deadline.is_some_and(|d| d <= now))
         {
             r.deadline = None;
-            r.timed_out.store(true, Ordering::SeqCst);
+            r.timed_out = true;
             process::kill_group(r.pgid);
         }
     }
@@ -338,16 +387,14 @@ impl BashActor {
     /// Kills every command, waits (boundedly) for their ends, kills what escaped them, and
     /// removes the spill folder unless it is kept.
     fn shutdown(&mut self) {
-        for r in self.running.values() {
-            r.cancelled.store(true, Ordering::SeqCst);
+        for r in self.running.values_mut() {
+            r.cancelled = true;
             process::kill_group(r.pgid);
         }
         let deadline = Instant::now() + SHUTDOWN_WAIT;
-        while !self.running.is_empty() {
-            match self.finished.recv_deadline(deadline) {
-                Ok(done) => self.finish(done),
-                Err(_) => break,
-            }
+        while !self.running.is_empty() && Instant::now() < deadline {
+            self.wait(Some(deadline));
+            self.finish_completed();
         }
         self.sweep(true);
         if let Some(dir) = self.spill_dir.take() {
@@ -375,106 +422,12 @@ pub fn test_panic_point() {
     }
 }
 
-/// Reads the output to EOF on a helper thread while waiting for the shell here; once the shell
-/// is gone its group is killed so background children cannot hold the pipe open.
-fn supervise(
-    spawned: process::Spawned,
-    spill: Option<PathBuf>,
-    job: &BashJob,
-    flags: &(Arc<AtomicBool>, Arc<AtomicBool>),
-) -> BashResult {
-    let process::Spawned {
-        mut child,
-        output,
-        pgid,
-    } = spawned;
-    let stream = job.stream.then(|| (job.reply.clone(), job.owner.clone()));
-    let reader = std::thread::Builder::new()
-        .name("gjc-bash-read".into())
-        .spawn(move || read_all(output, spill, stream));
-    let status = child.wait();
-    orphans::shell_ended(pgid);
-    process::kill_group(pgid);
-    let mut captured = match reader {
-        Ok(handle) => handle.join().unwrap_or_else(|_| empty_capture()),
-        Err(e) => {
-            log::error!("cannot start bash reader: {e}");
-            empty_capture()
-        }
-    };
-    if let std::borrow::Cow::Owned(clean) = crate::secrets::installed().scrub(&captured.output) {
-        captured.output = clean;
-    }
-    let cancelled = flags.0.load(Ordering::SeqCst);
-    let timed_out = flags.1.load(Ordering::SeqCst);
-    let exit_code = status
-        .ok()
-        .and_then(|s| s.code())
-        .filter(|_| !cancelled && !timed_out);
-    BashResult {
-        output: captured.output,
-        exit_code,
-        cancelled,
-        timed_out,
-        truncated: captured.truncated,
-        total_bytes: captured.total_bytes,
-        total_lines: captured.total_lines,
-        full_output_path: captured.full_output_path,
-        spawn_error: None,
-    }
-}
-
-fn read_all(
-    mut pipe: std::io::PipeReader,
-    spill: Option<PathBuf>,
-    stream: Option<(Sender<BashEvent>, JobOwner)>,
-) -> Captured {
-    let mut sink = OutputSink::new(spill);
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut pending_utf8: Vec<u8> = Vec::new();
-    loop {
-        match pipe.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                sink.push(&buf[..n]);
-                if let Some((tx, owner)) = &stream {
-                    pending_utf8.extend_from_slice(&buf[..n]);
-                    let text = take_valid_utf8(&mut pending_utf8);
-                    if !text.is_empty() {
-                        let _ = tx.send(BashEvent::Output {
-                            owner: owner.clone(),
-                            text,
-                        });
-                    }
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        }
-    }
-    sink.finish()
-}
-
-/// Decodes the complete UTF-8 prefix, keeping an incomplete trailing sequence for the next read.
-fn take_valid_utf8(buf: &mut Vec<u8>) -> String {
-    let keep = match std::str::from_utf8(buf) {
-        Ok(_) => 0,
-        Err(e) if e.error_len().is_none() => buf.len() - e.valid_up_to(),
-        Err(_) => 0,
-    };
-    let rest = buf.split_off(buf.len() - keep);
-    let text = String::from_utf8_lossy(buf).into_owned();
-    *buf = rest;
-    text
-}
-
-fn empty_capture() -> Captured {
-    Captured {
-        output: String::new(),
-        truncated: false,
-        total_bytes: 0,
-        total_lines: 0,
-        full_output_path: None,
+/// A poll(2) entry waiting for input (or hang-up, which is always reported) on `fd`.
+fn pollfd(fd: std::os::fd::RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
     }
 }
 
@@ -551,9 +504,9 @@ mod tests {
     #[test]
     fn utf8_split_across_reads_is_kept() {
         let mut buf = "é".as_bytes()[..1].to_vec();
-        assert_eq!(take_valid_utf8(&mut buf), "");
+        assert_eq!(job::take_valid_utf8(&mut buf), "");
         buf.push("é".as_bytes()[1]);
-        assert_eq!(take_valid_utf8(&mut buf), "é");
+        assert_eq!(job::take_valid_utf8(&mut buf), "é");
     }
 
     #[test]

@@ -13,12 +13,12 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead, ErrorKind, Read};
-use std::time::Duration;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use crate::host::HostRequest;
 use crate::protocol::{decode_line, Inbound, Response, MAX_LINE_BYTES};
+use crate::room::Room;
 use crate::session::{CommandFrame, ControlFrame};
 
 /// Frames the command lane holds before the reader falls back to its lookahead.
@@ -42,6 +42,8 @@ pub struct StdinRoutes {
     pub control: Sender<ControlFrame>,
     /// The command lane; give it `COMMAND_QUEUE` slots (`crossbeam_channel::bounded`).
     pub commands: Sender<CommandFrame>,
+    /// Told when the session takes from the lane (`crate::room`).
+    pub room: Room,
     pub host: Sender<HostRequest>,
 }
 
@@ -50,9 +52,10 @@ pub fn run(input: impl Read, routes: StdinRoutes, max_line: usize) {
     let StdinRoutes {
         control,
         commands,
+        room,
         host,
     } = routes;
-    let Some(mut lookahead) = Lookahead::start(commands) else {
+    let Some(mut lookahead) = Lookahead::start(commands, room) else {
         return;
     };
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, input);
@@ -135,13 +138,13 @@ struct Lookahead {
 }
 
 impl Lookahead {
-    fn start(lane: Sender<CommandFrame>) -> Option<Lookahead> {
+    fn start(lane: Sender<CommandFrame>, room: Room) -> Option<Lookahead> {
         let (frames, ahead) = bounded(LOOKAHEAD_LINES);
         // At most one report per frame handed over, and they are collected at every push.
         let (report, forwarded) = unbounded();
         let spawned = std::thread::Builder::new()
             .name("gjc-stdin-queue".into())
-            .spawn(move || forward(ahead, lane, report));
+            .spawn(move || forward(ahead, lane, room, report));
         if let Err(e) = spawned {
             log::error!("cannot start thread gjc-stdin-queue: {e}");
             return None;
@@ -172,11 +175,14 @@ impl Lookahead {
 fn forward(
     ahead: Receiver<(CommandFrame, usize)>,
     lane: Sender<CommandFrame>,
+    room: Room,
     report: Sender<usize>,
 ) {
     let mut lane_bytes = LaneBytes::default();
     for (frame, weight) in ahead {
-        lane_bytes.wait_for_room(&lane, weight);
+        if !lane_bytes.wait_for_room(&lane, &room, weight) {
+            return;
+        }
         if lane.send(frame).is_err() {
             return;
         }
@@ -205,19 +211,14 @@ impl LaneBytes {
         }
     }
 
-    /// Waits while `weight` more would pass the byte budget. Only the session takes from the lane
-    /// and it signals nothing, so this checks the lane's length every millisecond; it happens only
-    /// with tens of megabytes of commands already waiting, and the count bound still blocks in
-    /// `send` without polling. (After the session has gone the lane keeps its length, and this
-    /// thread sleeps on until the process exits.)
-    fn wait_for_room(&mut self, lane: &Sender<CommandFrame>, weight: usize) {
-        loop {
+    /// Waits while `weight` more would pass the byte budget, woken by the session each time it
+    /// takes a frame (the count bound blocks in `send` by itself). False once the session has
+    /// gone: nothing will be taken any more.
+    fn wait_for_room(&mut self, lane: &Sender<CommandFrame>, room: &Room, weight: usize) -> bool {
+        room.wait_until(|| {
             self.settle(lane.len());
-            if self.total == 0 || self.total + weight <= COMMAND_QUEUE_BYTES {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+            self.total == 0 || self.total + weight <= COMMAND_QUEUE_BYTES
+        })
     }
 }
 
@@ -298,7 +299,17 @@ mod tests {
     struct Lanes {
         control: Receiver<ControlFrame>,
         commands: Receiver<CommandFrame>,
+        taken: crate::room::Taken,
         host: Receiver<HostRequest>,
+    }
+
+    impl Lanes {
+        /// Takes the next command as the session does, telling the queue thread.
+        fn take(&self) -> CommandFrame {
+            let frame = self.commands.recv_timeout(WAIT).expect("a queued command");
+            self.taken.taken();
+            frame
+        }
     }
 
     /// Runs the reader over `input` on its own thread with the lanes sized as in `app.rs`; the
@@ -307,15 +318,18 @@ mod tests {
         let (control_tx, control) = bounded(CONTROL_QUEUE);
         let (commands_tx, commands) = bounded(COMMAND_QUEUE);
         let (host_tx, host) = unbounded();
+        let (taken, room) = crate::room::room();
         let routes = StdinRoutes {
             control: control_tx,
             commands: commands_tx,
+            room,
             host: host_tx,
         };
         std::thread::spawn(move || run(std::io::Cursor::new(input), routes, MAX_LINE_BYTES));
         Lanes {
             control,
             commands,
+            taken,
             host,
         }
     }
@@ -347,13 +361,12 @@ mod tests {
     }
 
     /// Drains the lane and checks it held `n` commands, in order, then disconnected.
-    fn drain_in_order(commands: &Receiver<CommandFrame>, n: usize) {
+    fn drain_in_order(lanes: &Lanes, n: usize) {
         for i in 0..n {
-            let frame = commands.recv_timeout(WAIT).expect("a queued command");
-            assert_eq!(id_of(frame), format!("g{i}"));
+            assert_eq!(id_of(lanes.take()), format!("g{i}"));
         }
         assert!(
-            commands.recv_timeout(WAIT).is_err(),
+            lanes.commands.recv_timeout(WAIT).is_err(),
             "lane closes after the last command"
         );
     }
@@ -384,7 +397,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(lanes.commands.len(), COMMAND_QUEUE, "the lane is bounded");
-        drain_in_order(&lanes.commands, queued);
+        drain_in_order(&lanes, queued);
     }
 
     #[test]
@@ -398,17 +411,14 @@ mod tests {
         let lanes = read_all(input);
         assert_held_at(&lanes, COMMAND_QUEUE);
         // One slot freed is enough for the reader to move on and find the abort.
-        assert_eq!(id_of(lanes.commands.recv().unwrap()), "g0");
+        assert_eq!(id_of(lanes.take()), "g0");
         expect_abort(&lanes.control, WAIT);
         assert!(matches!(
             lanes.control.recv_timeout(WAIT),
             Ok(ControlFrame::InputClosed)
         ));
         for i in 1..queued {
-            assert_eq!(
-                id_of(lanes.commands.recv_timeout(WAIT).unwrap()),
-                format!("g{i}")
-            );
+            assert_eq!(id_of(lanes.take()), format!("g{i}"));
         }
     }
 
@@ -447,10 +457,7 @@ mod tests {
 
     fn drain_in_order_then_abort(lanes: &Lanes, queued: usize) {
         for i in 0..queued {
-            assert_eq!(
-                id_of(lanes.commands.recv_timeout(WAIT).unwrap()),
-                format!("g{i}")
-            );
+            assert_eq!(id_of(lanes.take()), format!("g{i}"));
         }
         expect_abort(&lanes.control, WAIT);
         assert!(matches!(
@@ -468,7 +475,7 @@ mod tests {
             lanes.control.recv_timeout(WAIT),
             Ok(ControlFrame::InputClosed)
         ));
-        drain_in_order(&lanes.commands, 3);
+        drain_in_order(&lanes, 3);
     }
 
     #[test]

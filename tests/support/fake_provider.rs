@@ -20,6 +20,8 @@ pub enum Chunk {
     Pause(Duration),
     /// Never sends anything more; the connection stays open until the client closes it.
     Stall,
+    /// As `Stall`, and reports when the client's close (or reset) arrived.
+    StallUntilClosed(Sender<std::time::Instant>),
     /// Closes the connection without finishing the body.
     Drop,
     /// `len` copies of `byte`, written in 1 MiB pieces so that a huge body costs no memory here.
@@ -281,6 +283,13 @@ fn write_reply(mut stream: &TcpStream, reply: Reply) -> bool {
                 let mut probe = [0u8; 1];
                 let _ = stream.set_read_timeout(None);
                 let _ = stream.read(&mut probe);
+                return false;
+            }
+            Chunk::StallUntilClosed(closed) => {
+                let mut probe = [0u8; 1];
+                let _ = stream.set_read_timeout(None);
+                let _ = stream.read(&mut probe);
+                let _ = closed.send(std::time::Instant::now());
                 return false;
             }
             Chunk::Drop => {

@@ -25,6 +25,10 @@ pub(super) struct Tail {
     saved_leaf: Option<EntryId>,
     /// A failed write could not be cut back: nothing more is written until it is.
     needs_cut: bool,
+    /// This process changed the file since it was last synced. A file only read (a session
+    /// switched to) has nothing of ours to keep, and syncing it would wait for whatever its
+    /// writer left in the page cache (tens of milliseconds at exit for a fresh long file).
+    unsynced: bool,
     max_pending: usize,
 }
 
@@ -35,6 +39,7 @@ impl Default for Tail {
             pending: Vec::new(),
             saved_leaf: None,
             needs_cut: false,
+            unsynced: false,
             max_pending: MAX_PENDING,
         }
     }
@@ -80,6 +85,7 @@ impl Store {
             return Err(format!("cannot write session file {}: {e}", path.display()));
         }
         self.tail.good_len = line.len() as u64;
+        self.tail.unsynced = true;
         self.file = Some(file);
         Ok(())
     }
@@ -143,8 +149,10 @@ impl Store {
     /// Writes what is queued, then asks the disk to keep the file (before a session is left).
     pub fn sync(&mut self) {
         let _ = self.flush();
-        if let Some(f) = &self.file {
-            let _ = f.sync_data();
+        if let Some(f) = self.file.as_ref().filter(|_| self.tail.unsynced) {
+            if f.sync_data().is_ok() {
+                self.tail.unsynced = false;
+            }
         }
     }
 
@@ -177,6 +185,7 @@ impl Store {
     fn write_pending(&mut self) -> Result<(), String> {
         let file = self.file.as_mut().ok_or("the session file is not open")?;
         let tail = &mut self.tail;
+        tail.unsynced = true;
         if tail.needs_cut {
             file.set_len(tail.good_len)
                 .map_err(|e| format!("cannot cut a failed write off the session file: {e}"))?;
@@ -276,6 +285,23 @@ mod tests {
         test_disk::free();
         s.append_message(&user("four")).unwrap();
         assert_eq!(texts(&path), ["one", "four"]);
+    }
+
+    /// Only what this process wrote is synced: a file opened and left untouched is not.
+    #[test]
+    fn sync_waits_only_for_what_was_written_here() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, path) = saved(dir.path(), &["one"]);
+        assert!(s.tail.unsynced, "a new file is ours to sync");
+        s.sync();
+        assert!(!s.tail.unsynced);
+        let mut opened = super::Store::open(&path, &mut load(&path).unwrap()).unwrap();
+        assert!(!opened.tail.unsynced, "opening writes nothing");
+        opened.append_message(&user("two")).unwrap();
+        assert!(opened.tail.unsynced);
+        opened.sync();
+        assert!(!opened.tail.unsynced);
+        assert_eq!(texts(&path), ["one", "two"]);
     }
 
     /// The header rewrite keeps only complete lines and leaves a private file.
