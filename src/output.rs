@@ -7,6 +7,12 @@
 //! reading stdout holds back the agent's output, never its control lane (abort, signals, EOF),
 //! and memory stays bounded by what the running work produces. When the writer brings the gauge
 //! back under a quarter of that it wakes whoever asked to be woken.
+//!
+//! Responses to `get_state` take a second, first-served queue: a host polling state during a
+//! fast stream should not wait behind the backlog of snapshot frames. They overtake events only,
+//! never another response, so responses keep the order of their commands; the client contract
+//! allows events and responses in any order, and the state a response carries is never older
+//! than the events queued before it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -36,26 +42,38 @@ struct Gauge {
     /// Backed up above this; a waiting sender is woken at a quarter of it.
     high: usize,
     pending: AtomicUsize,
+    /// Responses in the ordinary queue not yet taken: while there is one, nothing overtakes.
+    responses: AtomicUsize,
     waiting: AtomicBool,
     wake: Sender<()>,
 }
 
-/// A frame and the bytes it was counted as.
+/// A frame and what it was counted as.
 pub struct Queued {
     pub frame: Outbound,
-    cost: usize,
+    cost: Cost,
+}
+
+/// What a queued frame holds of the gauge, given back by `OutRx::written`.
+#[derive(Clone, Copy)]
+pub struct Cost {
+    bytes: usize,
+    /// A response in the ordinary queue (counted in `Gauge::responses`).
+    ordered_response: bool,
 }
 
 /// The sending side; cheap to clone.
 #[derive(Clone)]
 pub struct OutTx {
     tx: Sender<Queued>,
+    urgent: Sender<Queued>,
     gauge: Arc<Gauge>,
 }
 
 /// The writer's side.
 pub struct OutRx {
     rx: Receiver<Queued>,
+    urgent: Receiver<Queued>,
     gauge: Arc<Gauge>,
 }
 
@@ -66,18 +84,22 @@ pub struct Closed;
 /// A new lane, and the receiver of its wake-ups (at most one pending).
 pub fn lane() -> (OutTx, OutRx, Receiver<()>) {
     let (tx, rx) = unbounded();
+    let (urgent_tx, urgent) = unbounded();
     let (wake, woken) = bounded(1);
     let gauge = Arc::new(Gauge {
         high: high_mark(),
         pending: AtomicUsize::new(0),
+        responses: AtomicUsize::new(0),
         waiting: AtomicBool::new(false),
         wake,
     });
     let out = OutTx {
         tx,
+        urgent: urgent_tx,
         gauge: gauge.clone(),
     };
-    (out, OutRx { rx, gauge }, woken)
+    let rx = OutRx { rx, urgent, gauge };
+    (out, rx, woken)
 }
 
 impl OutTx {
@@ -90,9 +112,37 @@ impl OutTx {
     /// Queues a frame whose written size the caller knows better (a `message_update` carries a
     /// snapshot that only the writer builds).
     pub fn send_costed(&self, frame: Outbound, cost: usize) -> Result<(), Closed> {
-        self.gauge.pending.fetch_add(cost, Ordering::Relaxed);
-        self.tx.send(Queued { frame, cost }).map_err(|_| {
-            self.gauge.pending.fetch_sub(cost, Ordering::Relaxed);
+        let response = matches!(frame, Outbound::Response(_));
+        self.queue(&self.tx, frame, cost, response)
+    }
+
+    /// Queues a response ahead of the events waiting, but never ahead of another response: with
+    /// one still in the ordinary queue it goes there, behind it.
+    pub fn send_first(&self, frame: Outbound) -> Result<(), Closed> {
+        if self.gauge.responses.load(Ordering::SeqCst) > 0 {
+            return self.send(frame);
+        }
+        let cost = estimate(&frame);
+        self.queue(&self.urgent, frame, cost, false)
+    }
+
+    fn queue(
+        &self,
+        queue: &Sender<Queued>,
+        frame: Outbound,
+        bytes: usize,
+        ordered_response: bool,
+    ) -> Result<(), Closed> {
+        let cost = Cost {
+            bytes,
+            ordered_response,
+        };
+        self.gauge.pending.fetch_add(bytes, Ordering::Relaxed);
+        if ordered_response {
+            self.gauge.responses.fetch_add(1, Ordering::SeqCst);
+        }
+        queue.send(Queued { frame, cost }).map_err(|_| {
+            self.gauge.given_back(cost);
             Closed
         })
     }
@@ -112,39 +162,64 @@ impl OutTx {
 }
 
 impl OutRx {
-    /// The channel itself, for a reader that selects over it and another source (the ACP front
-    /// end); call `written` for each frame taken from it.
-    pub fn receiver(&self) -> &Receiver<Queued> {
-        &self.rx
+    /// The two queues, first-served then ordinary, for a reader that selects over them and
+    /// another source (the ACP front end, biased in this order); call `written` for each frame
+    /// taken from them.
+    pub fn receivers(&self) -> (&Receiver<Queued>, &Receiver<Queued>) {
+        (&self.urgent, &self.rx)
     }
 
+    /// Nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.urgent.is_empty() && self.rx.is_empty()
+    }
+
+    /// The next frame, first-served queue first; `None` once every sender is gone and both
+    /// queues are drained. (Both queues lose their senders together: one `OutTx` holds both.)
     pub fn recv(&self) -> Option<Queued> {
-        self.rx.recv().ok()
+        if let Ok(q) = self.urgent.try_recv() {
+            return Some(q);
+        }
+        crossbeam_channel::select_biased! {
+            recv(self.urgent) -> q => q.ok().or_else(|| self.rx.recv().ok()),
+            recv(self.rx) -> q => q.ok(),
+        }
     }
 
     /// The next frame if one is queued; `Err(true)` once every sender is gone.
     pub fn try_recv(&self) -> Result<Queued, bool> {
+        if let Ok(q) = self.urgent.try_recv() {
+            return Ok(q);
+        }
         self.rx
             .try_recv()
             .map_err(|e| e == TryRecvError::Disconnected)
     }
 
     /// A frame has been written (or dropped): its bytes leave the gauge.
-    pub fn written(&self, cost: usize) {
-        let before = self.gauge.pending.fetch_sub(cost, Ordering::SeqCst);
-        if before.saturating_sub(cost) <= self.gauge.low() {
+    pub fn written(&self, cost: Cost) {
+        let before = self.gauge.given_back(cost);
+        if before.saturating_sub(cost.bytes) <= self.gauge.low() {
             self.gauge.notify();
         }
     }
 }
 
 impl Queued {
-    pub fn cost(&self) -> usize {
+    pub fn cost(&self) -> Cost {
         self.cost
     }
 }
 
 impl Gauge {
+    /// Takes a frame's share off the gauge; the bytes pending before.
+    fn given_back(&self, cost: Cost) -> usize {
+        if cost.ordered_response {
+            self.responses.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.pending.fetch_sub(cost.bytes, Ordering::SeqCst)
+    }
+
     fn low(&self) -> usize {
         self.high / 4
     }
@@ -194,6 +269,36 @@ mod tests {
         let q = rx.try_recv().ok().unwrap();
         rx.written(q.cost());
         assert!(woken.try_recv().is_err());
+    }
+
+    #[test]
+    fn first_served_frames_overtake_the_backlog_and_nothing_is_lost() {
+        let (tx, rx, _woken) = lane();
+        for _ in 0..3 {
+            tx.send(Outbound::Ready).unwrap();
+        }
+        tx.send_first(Outbound::Response(Response::done(None, "get_state")))
+            .unwrap();
+        let first = rx.recv().unwrap();
+        assert!(matches!(first.frame, Outbound::Response(_)));
+        rx.written(first.cost());
+        // Behind a response still queued, a first-served one waits its turn.
+        tx.send(Outbound::Response(Response::done(None, "set_model")))
+            .unwrap();
+        tx.send_first(Outbound::Response(Response::done(None, "get_state")))
+            .unwrap();
+        drop(tx);
+        let mut rest = Vec::new();
+        while let Some(q) = rx.recv() {
+            rx.written(q.cost());
+            rest.push(match q.frame {
+                Outbound::Ready => "ready".to_string(),
+                Outbound::Response(r) => r.command,
+                _ => "other".to_string(),
+            });
+        }
+        assert_eq!(rest, ["ready", "ready", "ready", "set_model", "get_state"]);
+        assert!(rx.is_empty());
     }
 
     #[test]

@@ -153,18 +153,24 @@ impl<W: Write> Front<W> {
     /// stdout fails.
     pub fn run(mut self, incoming: Receiver<Incoming>, frames: OutRx) -> std::io::Result<()> {
         let closed = never();
+        let no_frames = never();
         let mut open = true;
+        let mut first_open = true;
         loop {
             let inbound = if open { &incoming } else { &closed };
             let timer = self.terminals.timer();
+            let (first, ordinary) = frames.receivers();
+            let first = if first_open { first } else { &no_frames };
             select_biased! {
-                recv(frames.receiver()) -> queued => {
-                    let Ok(queued) = queued else { break };
-                    let cost = queued.cost();
-                    let written = self.on_frame(queued.frame);
-                    frames.written(cost);
-                    written?;
-                }
+                recv(first) -> queued => match queued {
+                    Ok(queued) => self.on_queued(&frames, queued)?,
+                    // Gone together with `ordinary`, which still drains what is left.
+                    Err(_) => first_open = false,
+                },
+                recv(ordinary) -> queued => match queued {
+                    Ok(queued) => self.on_queued(&frames, queued)?,
+                    Err(_) => break,
+                },
                 recv(inbound) -> message => match message {
                     Ok(Incoming::Closed) | Err(_) => {
                         open = false;
@@ -176,11 +182,18 @@ impl<W: Write> Front<W> {
             }
             let running = self.turn.as_ref().map(|_| self.session.as_str());
             self.running.sync(running);
-            if frames.receiver().is_empty() {
+            if frames.is_empty() {
                 self.wire.flush()?;
             }
         }
         self.wire.flush()
+    }
+
+    fn on_queued(&mut self, frames: &OutRx, queued: crate::output::Queued) -> std::io::Result<()> {
+        let cost = queued.cost();
+        let written = self.on_frame(queued.frame);
+        frames.written(cost);
+        written
     }
 
     /// Stdin EOF: the session answers what it was sent, then shuts down, as in RPC mode.

@@ -98,7 +98,8 @@ mod tests {
 
     fn next_terminal(frames: &crate::output::OutRx) -> TerminalFrame {
         let queued = frames
-            .receiver()
+            .receivers()
+            .1
             .recv_timeout(Duration::from_secs(5))
             .expect("a frame");
         match queued.frame {

@@ -33,6 +33,7 @@ impl SessionLoop {
         if self.unattended_refuses(&id, &command) {
             return;
         }
+        let first = matches!(command, Command::GetState(_));
         let reply = match command {
             Command::Prompt(p) => return self.prompt(id, p),
             Command::AbortAndPrompt(p) => return self.abort_and_prompt(id, p),
@@ -155,7 +156,11 @@ impl SessionLoop {
             Ok(data) => Response::ok_raw(id, name, data),
             Err(e) => Response::err(id, name, e),
         };
-        self.respond(response);
+        if first {
+            self.respond_first(response);
+        } else {
+            self.respond(response);
+        }
         self.sync_workflow();
         if let Some(first) = self.pending_continuation.take() {
             self.start_run(first);

@@ -384,4 +384,18 @@ impl SessionLoop {
     pub fn respond(&mut self, response: Response) {
         self.send(Outbound::Response(response));
     }
+
+    /// Answers ahead of the queued output: a host polling `get_state` during a fast stream
+    /// does not wait for the snapshot frames before it (see `output.rs`).
+    pub fn respond_first(&mut self, response: Response) {
+        self.flush_held();
+        if self
+            .ch
+            .out
+            .send_first(Outbound::Response(response))
+            .is_err()
+        {
+            self.closing = true;
+        }
+    }
 }
