@@ -22,6 +22,7 @@ pub mod run;
 pub mod scan;
 pub mod state;
 pub mod store;
+pub mod stream;
 pub mod todos;
 pub mod tool_calls;
 pub mod unattended;
