@@ -52,7 +52,9 @@ impl HookedTool {
         for hook in self.hooks.for_event("before_tool_call", Some(&name)) {
             let payload = self.payload("before_tool_call", &args, ctx);
             let owner = JobOwner::Tool(ctx.call_id.clone());
-            let answer = exec::run(&self.hooks, hook, &payload, owner);
+            // An abort sets `ctx.cancel` before it aborts the call's jobs, the order
+            // `run_cancellable` needs: a hook whose start races the abort is still killed.
+            let answer = exec::run_cancellable(&self.hooks, hook, &payload, owner, &ctx.cancel);
             if ctx.is_cancelled() {
                 return Err(ToolOutput::error(ABORTED));
             }
@@ -125,7 +127,7 @@ impl HookedTool {
             payload["result"] = serde_json::to_value(output).unwrap_or(Value::Null);
             payload["isError"] = Value::Bool(output.is_error);
             let owner = JobOwner::Tool(ctx.call_id.clone());
-            let answer = exec::run(&self.hooks, hook, &payload, owner);
+            let answer = exec::run_cancellable(&self.hooks, hook, &payload, owner, &ctx.cancel);
             if ctx.is_cancelled() {
                 return;
             }
