@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use crossbeam_channel::{unbounded, Receiver};
-use fake_provider::{sse_events, FakeProvider, Reply};
+use fake_provider::{openai_deltas, FakeProvider, Reply};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(300);
@@ -125,7 +125,7 @@ impl Host {
     /// Streams one reply of `n` deltas; while it runs, a `get_state` every 2 ms when `probe`.
     /// Returns the latencies (ms) and the wall time of the turn.
     fn stream(&mut self, fake: &FakeProvider, n: usize, probe: bool) -> (Vec<f64>, f64) {
-        fake.push(Reply::sse(deltas_body(n)));
+        fake.push(Reply::sse(openai_deltas(n)));
         let started = Instant::now();
         self.send(&json!({"id": "p", "type": "prompt", "message": "go"}));
         let mut sent: Vec<Instant> = Vec::new();
@@ -167,16 +167,6 @@ impl Host {
         let _ = fake.try_request();
         (lat, wall)
     }
-}
-
-fn deltas_body(n: usize) -> String {
-    let mut events: Vec<Value> = (0..n)
-        .map(|i| json!({"choices":[{"index":0,"delta":{"content":format!("w{} ", i % 10)}}]}))
-        .collect();
-    events.push(json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}));
-    let mut s = sse_events(&events, false);
-    s.push_str("data: [DONE]\n\n");
-    s
 }
 
 fn get_state_during_stream(fake: &FakeProvider, n: usize) {

@@ -25,7 +25,9 @@ use std::io::BufReader;
 use std::time::{Duration, Instant};
 
 use common::*;
-use fake_provider::{openai_text, openai_tool_call, sse_events, Chunk, FakeProvider, Reply};
+use fake_provider::{
+    openai_deltas, openai_text, openai_tool_call, sse_events, Chunk, FakeProvider, Reply,
+};
 use gjc::client::RpcClient;
 use serde_json::{json, Value};
 
@@ -45,16 +47,6 @@ fn spawn(fake: &FakeProvider, extra: &[&str]) -> (RpcClient, tempfile::TempDir) 
         .unwrap();
     c.recv(WAIT).unwrap();
     (c, home)
-}
-
-fn deltas_body(n: usize) -> String {
-    let mut events: Vec<Value> = (0..n)
-        .map(|i| json!({"choices":[{"index":0,"delta":{"content":format!("w{} ", i % 10)}}]}))
-        .collect();
-    events.push(json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}));
-    let mut s = sse_events(&events, false);
-    s.push_str("data: [DONE]\n\n");
-    s
 }
 
 /// How fast a plain client reads and decodes the same stream straight from the fake server.
@@ -78,7 +70,7 @@ fn raw_rate(fake: &FakeProvider, body: &str, n: usize) -> f64 {
 
 fn throughput(n: usize) {
     let fake = FakeProvider::start();
-    let body = deltas_body(n);
+    let body = openai_deltas(n);
     let mut raw: Vec<f64> = (0..3).map(|_| raw_rate(&fake, &body, n)).collect();
     let (mut c, _home) = spawn(&fake, &["--compact-updates"]);
     let mut rates = Vec::new();
@@ -126,7 +118,7 @@ fn throughput(n: usize) {
 fn default_mode_bytes(n: usize) {
     let fake = FakeProvider::start();
     let (mut c, _home) = spawn(&fake, &[]);
-    fake.push(Reply::sse(deltas_body(n)));
+    fake.push(Reply::sse(openai_deltas(n)));
     c.request(json!({"type": "prompt", "message": "go"}), WAIT)
         .unwrap();
     let mut bytes = 0usize;

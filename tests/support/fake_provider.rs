@@ -347,6 +347,18 @@ pub fn openai_text(pieces: &[&str]) -> String {
     s
 }
 
+/// An OpenAI chat stream of `n` short text deltas (`w0 `, `w1 `, ... cycling through ten), no
+/// usage: the benchmarks' long reply.
+pub fn openai_deltas(n: usize) -> String {
+    let mut events: Vec<Value> = (0..n)
+        .map(|i| serde_json::json!({"choices":[{"index":0,"delta":{"content":format!("w{} ", i % 10)}}]}))
+        .collect();
+    events.push(serde_json::json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}));
+    let mut s = sse_events(&events, false);
+    s.push_str("data: [DONE]\n\n");
+    s
+}
+
 /// An OpenAI chat stream that calls one tool.
 pub fn openai_tool_call(id: &str, name: &str, args: &Value) -> String {
     let events = vec![
