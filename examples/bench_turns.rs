@@ -8,8 +8,14 @@
 //! - the floor: this program run as `bench_turns floor <base url> <n> <bash|host>`, a trivial
 //!   process that asks the fake provider for each turn (a tiny request on one kept-alive
 //!   connection), reads the answer, and runs `echo hi` (or echoes a line through `cat` for the
-//!   host-tool loop); and the same with `chores`, which also does what any agent of this
-//!   protocol must each turn: frames written for a host that parses them, a session-file append.
+//!   host-tool loop);
+//! - the chores floor: the same trivial process doing, besides, what any agent of this protocol
+//!   must do each turn, sized from gjc's own figures in the same run: send the conversation with
+//!   every request (bodies growing as gjc's did), write as many frames and bytes for a host that
+//!   parses each one, append to a session file, and, in the host-tool loop, wait for the host to
+//!   answer the tool call through those frames (instead of `cat`). This is the floor gjc is
+//!   judged against: the plain floor sends a few bytes per request, while every request of an
+//!   agent carries the whole conversation.
 //!
 //! gjc's CPU comes from /proc/<pid>/stat (clock ticks of 10 ms): the 20-iteration figure is the
 //! sum over five fresh processes. The fake provider does not parse request bodies here, so its
@@ -60,6 +66,9 @@ struct Figures {
     frames: usize,
     frame_bytes: usize,
     session_bytes: u64,
+    /// The request bodies' sizes, first and last (the last carries the whole conversation).
+    first_body: usize,
+    last_body: usize,
 }
 
 impl Figures {
@@ -76,6 +85,8 @@ impl Figures {
         self.frames += other.frames;
         self.frame_bytes += other.frame_bytes;
         self.session_bytes += other.session_bytes;
+        self.first_body = other.first_body;
+        self.last_body = other.last_body;
     }
 }
 
@@ -159,7 +170,9 @@ fn gjc_loop(fake: &FakeProvider, n: usize, kind: Kind, bin: &std::path::Path) ->
     }
     let (cpu1, wall) = (cpu_ms(pid).unwrap(), t0.elapsed());
     assert_eq!(done, n, "every turn ran its tool");
-    while fake.try_request().is_some() {}
+    let bodies: Vec<usize> = std::iter::from_fn(|| fake.try_request())
+        .map(|r| r.body_len)
+        .collect();
     let figures = Figures {
         iterations: n,
         wall_ms: ms(wall),
@@ -173,6 +186,8 @@ fn gjc_loop(fake: &FakeProvider, n: usize, kind: Kind, bin: &std::path::Path) ->
         frames,
         frame_bytes,
         session_bytes: jsonl_bytes(home.path()),
+        first_body: bodies.first().copied().unwrap_or(0),
+        last_body: bodies.last().copied().unwrap_or(0),
     };
     c.close_stdin();
     c.wait_exit(Duration::from_secs(10));
@@ -196,17 +211,29 @@ fn jsonl_bytes(dir: &std::path::Path) -> u64 {
         .sum()
 }
 
-/// The floor: this program as a trivial agent, in its own process.
-fn floor_loop(fake: &FakeProvider, n: usize, kind: Kind, chores: bool) -> Figures {
+/// The floor: this program as a trivial agent, in its own process; with `chores` sized from
+/// what gjc did in the same run (`gjc` is that run's figures).
+fn floor_loop(fake: &FakeProvider, n: usize, kind: Kind, chores: Option<&Figures>) -> Figures {
     queue_turns(fake, n, kind);
     let connections = fake.connections();
     let mode = if kind == Kind::Bash { "bash" } else { "host" };
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["floor", &fake.base_url, &n.to_string(), mode])
-        .args(chores.then_some("chores"))
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
+    let sizes = chores.map(|g| {
+        let per_turn = |x: usize| (x as f64 / g.iterations as f64).round() as usize;
+        [
+            per_turn(g.frames),
+            per_turn(g.frame_bytes),
+            per_turn(g.session_bytes as usize),
+            g.first_body,
+            g.last_body,
+        ]
+        .map(|x| x.to_string())
+    });
+    let mut floor = Command::new(std::env::current_exe().unwrap());
+    floor.args(["floor", &fake.base_url, &n.to_string(), mode]);
+    if let Some(sizes) = &sizes {
+        floor.arg("chores").args(sizes);
+    }
+    let out = floor.stderr(Stdio::inherit()).output().unwrap();
     assert!(out.status.success(), "the floor process failed");
     let text = String::from_utf8(out.stdout).unwrap();
     let v: Vec<f64> = text
@@ -228,24 +255,50 @@ fn floor_loop(fake: &FakeProvider, n: usize, kind: Kind, chores: bool) -> Figure
     }
 }
 
-/// What an agent of this protocol does each turn besides asking the model and running the tool
-/// (the `chores` floor): writes its frames for a host that parses them (11 lines of about 600
-/// bytes, as gjc writes) and appends the turn to a session file (800 bytes, no fsync, as gjc).
+/// How much of each chore a turn does, as gjc did it in the same run.
+struct ChoreSizes {
+    frames: usize,
+    frame_bytes: usize,
+    session_bytes: usize,
+    first_body: usize,
+    last_body: usize,
+}
+
+/// What any agent of this protocol must do each turn besides running the tool (the `chores`
+/// floor), sized from gjc's own figures of the same run:
+/// - send the whole conversation with every request: the body grows from the size of gjc's
+///   first request to that of its last (the floor's body is padding, kept and extended, never
+///   rebuilt);
+/// - write the turn's frames (as many, as many bytes) for a host that parses every one;
+/// - append the turn to a session file (no fsync, as gjc);
+/// - in the host-tool loop, the turn's last frame is the tool call: the host answers it once it
+///   has parsed everything before it, and the turn waits for that answer.
 struct Chores {
+    sizes: ChoreSizes,
     frames: Option<std::io::PipeWriter>,
+    answers: BufReader<std::io::PipeReader>,
     host: Option<std::thread::JoinHandle<usize>>,
     session: std::fs::File,
+    body: Vec<u8>,
     _dir: tempfile::TempDir,
 }
 
+const BODY_HEAD: &str = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":""#;
+const BODY_TAIL: &str = r#""}]}"#;
+
 impl Chores {
-    fn start() -> Chores {
+    fn start(sizes: ChoreSizes) -> Chores {
         let (reader, writer) = std::io::pipe().unwrap();
+        let (answers, mut answer) = std::io::pipe().unwrap();
         let host = std::thread::spawn(move || {
             let mut parsed = 0;
             for line in BufReader::new(reader).lines() {
                 let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
                 parsed += usize::from(v.is_object());
+                if v["type"] == "host_tool_call" {
+                    let reply = json!({"type": "host_tool_result", "id": v["id"], "result": {"content": [{"type": "text", "text": "hi"}]}});
+                    writeln!(answer, "{reply}").unwrap();
+                }
             }
             parsed
         });
@@ -256,41 +309,68 @@ impl Chores {
             .open(dir.path().join("s.jsonl"))
             .unwrap();
         Chores {
+            sizes,
             frames: Some(writer),
+            answers: BufReader::new(answers),
             host: Some(host),
             session,
+            body: format!("{BODY_HEAD}{BODY_TAIL}").into_bytes(),
             _dir: dir,
         }
     }
 
-    fn turn(&mut self, i: usize) {
-        let text = "x".repeat(450);
+    /// Request `i` of `n`: as long as gjc's would be there.
+    fn body(&mut self, i: usize, n: usize) -> &[u8] {
+        let s = &self.sizes;
+        let want = s.first_body + (s.last_body.saturating_sub(s.first_body)) * i / n.max(1);
+        if self.body.len() < want {
+            self.body.truncate(self.body.len() - BODY_TAIL.len());
+            self.body.resize(want - BODY_TAIL.len(), b'x');
+            self.body.extend_from_slice(BODY_TAIL.as_bytes());
+        }
+        &self.body
+    }
+
+    /// The turn's frames and session entry; with `call`, the last frame is a host tool call and
+    /// this waits for the host's answer.
+    fn turn(&mut self, i: usize, call: bool) {
+        let count = self.sizes.frames.max(1);
+        let pad = "x".repeat((self.sizes.frame_bytes / count).saturating_sub(80));
         let frames = self.frames.as_mut().unwrap();
-        for kind in 0..11 {
-            let frame = json!({"type": "event", "payload": {"event_type": "message_end", "kind": kind,
-                "message": {"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": i}}});
+        for k in 0..count {
+            let frame = if call && k == count - 1 {
+                json!({"type": "host_tool_call", "id": format!("h{i}"), "toolName": "echo_host", "pad": pad})
+            } else {
+                json!({"type": "event", "payload": {"event_type": "message_update", "kind": k, "text": pad, "timestamp": i}})
+            };
             let mut line = frame.to_string();
             line.push('\n');
             frames.write_all(line.as_bytes()).unwrap();
         }
-        let entry = json!({"type": "message", "id": i, "message": {"role": "toolResult", "text": "x".repeat(700)}});
+        let entry = json!({"type": "message", "id": i, "text": "x".repeat(self.sizes.session_bytes.saturating_sub(40))});
         let mut line = entry.to_string();
         line.push('\n');
         self.session.write_all(line.as_bytes()).unwrap();
+        if call {
+            let mut answer = String::new();
+            self.answers.read_line(&mut answer).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+            assert_eq!(v["id"], format!("h{i}"));
+        }
     }
 
     /// Waits for the host to have parsed every frame.
     fn finish(&mut self, turns: usize) {
         drop(self.frames.take());
         let parsed = self.host.take().unwrap().join().unwrap();
-        assert_eq!(parsed, 11 * turns);
+        assert_eq!(parsed, self.sizes.frames.max(1) * turns);
     }
 }
 
-/// `bench_turns floor <base url> <n> <bash|host> [chores]`: prints wall, CPU, tail wall, tail CPU
-/// (ms), RSS and peak RSS (MB).
-fn floor_main(base_url: &str, n: usize, mode: &str, chores: bool) {
-    let mut chores = chores.then(Chores::start);
+/// `bench_turns floor <base url> <n> <bash|host> [chores <frames> <frame bytes> <session bytes>
+/// <first body> <last body>]`: prints wall, CPU, tail wall, tail CPU (ms), RSS and peak RSS (MB).
+fn floor_main(base_url: &str, n: usize, mode: &str, chores: Option<ChoreSizes>) {
+    let mut chores = chores.map(Chores::start);
     let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
     let url = format!("{base_url}/v1/chat/completions");
     let mut cat = Command::new("cat")
@@ -305,16 +385,22 @@ fn floor_main(base_url: &str, n: usize, mode: &str, chores: bool) {
     let (cpu0, t0) = (cpu_ms(pid).unwrap(), Instant::now());
     let (mut tail_cpu0, mut tail_t0) = (cpu0, t0);
     let mut line = String::new();
+    let small =
+        json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "loop"}]})
+            .to_string();
     for i in 0..=n {
         if i == tail_from {
             (tail_cpu0, tail_t0) = (cpu_ms(pid).unwrap(), Instant::now());
         }
-        let body = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "loop"}]});
+        let body = match &mut chores {
+            Some(c) => c.body(i, n),
+            None => small.as_bytes(),
+        };
         let mut answer = String::new();
         agent
             .post(&url)
             .header("content-type", "application/json")
-            .send(body.to_string().as_bytes())
+            .send(body)
             .unwrap()
             .into_body()
             .into_reader()
@@ -324,15 +410,18 @@ fn floor_main(base_url: &str, n: usize, mode: &str, chores: bool) {
             break;
         }
         assert!(answer.contains("tool_calls"), "a tool turn: {answer}");
-        if let Some(c) = &mut chores {
-            c.turn(i);
-        }
         if mode == "bash" {
             let out = Command::new("bash")
                 .args(["-c", "echo hi"])
                 .output()
                 .unwrap();
             assert_eq!(out.stdout, b"hi\n");
+            if let Some(c) = &mut chores {
+                c.turn(i, false);
+            }
+        } else if let Some(c) = &mut chores {
+            // The host answers the call, through the protocol.
+            c.turn(i, true);
         } else {
             cat_in.write_all(b"{\"text\":\"hi\"}\n").unwrap();
             line.clear();
@@ -389,12 +478,13 @@ fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
         let base_bin = std::env::var_os("GJC_BASE_BIN").map(std::path::PathBuf::from);
         let (mut base, mut chores) = (Figures::default(), Figures::default());
         for _ in 0..repeats {
-            gjc.add(gjc_loop(fake, n, kind, &gjc_bin()));
+            let this = gjc_loop(fake, n, kind, &gjc_bin());
+            floor.add(floor_loop(fake, n, kind, None));
+            chores.add(floor_loop(fake, n, kind, Some(&this)));
+            gjc.add(this);
             if let Some(bin) = &base_bin {
                 base.add(gjc_loop(fake, n, kind, bin));
             }
-            floor.add(floor_loop(fake, n, kind, false));
-            chores.add(floor_loop(fake, n, kind, true));
         }
         let what = if kind == Kind::Bash {
             "tool loop of `echo hi`"
@@ -427,8 +517,15 @@ fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("floor") {
-        let chores = args.get(4).is_some_and(|a| a == "chores");
-        return floor_main(&args[1], args[2].parse().unwrap(), &args[3], chores);
+        let number = |i: usize| args[i].parse::<usize>().unwrap();
+        let chores = (args.get(4).is_some_and(|a| a == "chores")).then(|| ChoreSizes {
+            frames: number(5),
+            frame_bytes: number(6),
+            session_bytes: number(7),
+            first_body: number(8),
+            last_body: number(9),
+        });
+        return floor_main(&args[1], number(2), &args[3], chores);
     }
     if args.iter().any(|a| a == "no-usage") {
         USAGE.store(false, std::sync::atomic::Ordering::Relaxed);

@@ -6,8 +6,8 @@
 //! stdin ─► gjc-stdin ─┬─ control (abort, abort_bash, abort_retry) ─┐
 //!                     ├─ commands (everything else, in order) ─────┼─► gjc-session ─► out ─► gjc-stdout ─► stdout
 //!                     └─ host replies ─► gjc-host ──────────────────┼────────────────────┘
-//!  gjc-provider (one per model request) ── ProviderMsg ───────────┤
-//!  gjc-tool (one per tool call) ── ToolMsg ───────────────────────┤
+//!  gjc-provider (a kept thread per model request) ── ProviderMsg ─┤
+//!  gjc-tool (a kept thread per tool call) ── ToolMsg ─────────────┤
 //!  gjc-bash (owns child processes) ── BashEvent ──────────────────┘
 //! ```
 //!
@@ -63,5 +63,7 @@ pub mod session;
 pub mod tools;
 #[cfg(feature = "agent")]
 pub mod transport;
+#[cfg(feature = "agent")]
+pub mod workers;
 #[cfg(feature = "agent")]
 pub mod workflow;

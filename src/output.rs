@@ -177,7 +177,9 @@ impl OutRx {
     /// The next frame, first-served queue first; `None` once every sender is gone and both
     /// queues are drained. (Both queues lose their senders together: one `OutTx` holds both.)
     pub fn recv(&self) -> Option<Queued> {
-        if let Ok(q) = self.urgent.try_recv() {
+        // A frame already queued is taken without a select, which registers with both queues
+        // (a lock each) only to find it there.
+        if let Ok(q) = self.try_recv() {
             return Some(q);
         }
         crossbeam_channel::select_biased! {

@@ -62,7 +62,7 @@ fn request(provider: &str) -> ProviderRequest {
         system_prompt: String::new(),
         messages: Vec::new(),
         history: None,
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         thinking: "off",
         session_id: "s".into(),
         scripted: None,

@@ -43,7 +43,7 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
     if let Some(budget) = budget(req.thinking) {
         body["thinking"] = json!({"type": "enabled", "budget_tokens": budget.min(req.model.max_tokens.saturating_sub(1024).max(1024))});
     }
-    let head = body.as_object().cloned().unwrap_or_default();
+    let head = history::head(body);
     HttpCall {
         url: format!("{}/messages", req.model.base_url),
         headers,

@@ -42,7 +42,7 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         "{}/models/{}:streamGenerateContent?alt=sse",
         req.model.base_url, req.model.id
     );
-    let head = body.as_object().cloned().unwrap_or_default();
+    let head = history::head(body);
     let body = history::assemble(&head, "contents", &[], &req.history());
     HttpCall { url, headers, body }
 }

@@ -438,6 +438,15 @@ impl Read for BodyReader {
 /// same history is written with the same bytes on every request, which the cached pieces ensure).
 const CACHE_CONTROL: &[u8] = br#""cache_control":{"type":"ephemeral"}"#;
 
+/// The fields of a request body built as a JSON object, taken rather than copied (its tools'
+/// schemas are the bulk of it).
+pub fn head(body: Value) -> Map<String, Value> {
+    match body {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
 /// The request body: the object `head` (which has no `key`) with `key` set to an array of
 /// `prefix` followed by the history: the same JSON value serde_json would write for one tree (no
 /// spaces; `key` placed before the first head key that sorts after it).

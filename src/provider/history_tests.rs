@@ -101,7 +101,8 @@ fn request(model: &Model, messages: &[AgentMessage], history: Option<History>) -
             name: "read".into(),
             description: "read a file".into(),
             parameters: json!({"type": "object"}),
-        }],
+        }]
+        .into(),
         thinking: "high",
         session_id: "s".into(),
         scripted: None,

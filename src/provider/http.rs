@@ -1,7 +1,8 @@
 //! The blocking HTTP side of a stream: one ureq `Agent` per request at a time (so that
 //! `Agent::shutdown` interrupts exactly this stream; `pool.rs` hands a cleanly finished one to the
 //! next request), status and body mapped to a `ProviderFailure`, SSE events fed to the API's
-//! decoder, deltas forwarded to the session as they come.
+//! decoder, deltas forwarded to the session as they come (those decoded from one read of the
+//! socket together, before the next read).
 
 use std::io::BufReader;
 use std::time::{Duration, Instant, SystemTime};
@@ -80,8 +81,12 @@ pub fn run_stream(
         http_error(builder, sink, cancel, response);
         return false;
     }
+    let body = FlushFirst {
+        inner: response.into_body().into_reader(),
+        sink,
+    };
     let mut reader = SseReader::with_limits(
-        BufReader::with_capacity(16 * 1024, response.into_body().into_reader()),
+        BufReader::with_capacity(16 * 1024, body),
         SseLimits::from_env(),
     );
     let Some(message) = stream(
@@ -101,6 +106,23 @@ pub fn run_stream(
     sink.send(ProviderEvent::Done(message)) && at_end(&mut reader)
 }
 
+/// The response body, which sends the events held in `sink` before each read from the socket:
+/// the events decoded from what arrived together reach the session together, and none waits
+/// while the stream waits for more.
+struct FlushFirst<'a, R> {
+    inner: R,
+    sink: &'a EventSink,
+}
+
+impl<R: std::io::Read> std::io::Read for FlushFirst<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if !self.sink.flush() {
+            return Err(std::io::Error::other("the session no longer listens"));
+        }
+        self.inner.read(buf)
+    }
+}
+
 /// Streams the response up to its terminal event: the finished message, or `None` when the
 /// stream failed (reported) or was abandoned.
 fn stream(
@@ -114,7 +136,9 @@ fn stream(
 ) -> Option<AssistantMessage> {
     let mut reported = 0;
     let outcome = drive(&mut builder, decoder.as_mut(), reader, |b| {
-        forward(b, sink, started) && report_usage(b, &mut reported, request, sink)
+        forward(b, sink, started);
+        report_usage(b, &mut reported, request, sink);
+        true
     });
     let stop = match outcome {
         Ok(Some(stop)) => stop,
@@ -203,40 +227,38 @@ pub fn decode_body(
     Ok(message)
 }
 
-/// Sends `Start` before the first delta, then the pending deltas. `false` when the session is gone.
-fn forward(builder: &mut MessageBuilder, sink: &EventSink, started: Instant) -> bool {
+/// Holds `Start` before the first delta, then the pending deltas; they go to the session before
+/// the body is read again (`FlushFirst`).
+fn forward(builder: &mut MessageBuilder, sink: &EventSink, started: Instant) {
     if builder.pending.is_empty() {
-        return true;
+        return;
     }
     if !builder.started {
         builder.started = true;
         builder.message.ttft = Some(started.elapsed().as_millis() as u64);
-        if !sink.send(ProviderEvent::Start) {
-            return false;
-        }
+        sink.hold(ProviderEvent::Start);
     }
-    builder
-        .take_pending()
-        .into_iter()
-        .all(|ev| sink.send(ProviderEvent::Delta(ev)))
+    for ev in builder.take_pending() {
+        sink.hold(ProviderEvent::Delta(ev));
+    }
 }
 
-/// Sends the usage reported so far when it grew since the last report, so budgets see input
-/// tokens at the start of a reply rather than at its end. `false` when the session is gone.
+/// Holds the usage reported so far when it grew since the last report, so budgets see input
+/// tokens at the start of a reply rather than at its end.
 fn report_usage(
     builder: &MessageBuilder,
     reported: &mut u64,
     request: &ProviderRequest,
     sink: &EventSink,
-) -> bool {
+) {
     let mut usage = builder.message.usage.clone();
     usage.finish_totals();
     if usage.total_tokens <= *reported {
-        return true;
+        return;
     }
     *reported = usage.total_tokens;
     price(&mut usage, &request.model.cost);
-    sink.send(ProviderEvent::Usage(usage))
+    sink.hold(ProviderEvent::Usage(usage));
 }
 
 fn http_error(

@@ -1,5 +1,5 @@
-//! Model providers. The session asks for one streamed completion with `start_stream`; a short-lived
-//! `gjc-provider` thread performs the request and sends `ProviderMsg`s back, tagged with the run
+//! Model providers. The session asks for one streamed completion with `start_stream`; a
+//! `gjc-provider` thread (kept for the next request, `crate::workers`) performs the request and sends `ProviderMsg`s back, tagged with the run
 //! generation so that events of an abandoned stream are recognised and dropped. The returned
 //! `StreamHandle` aborts the stream from the session thread: it shuts the HTTP connection down,
 //! which ends a read blocked in the worker at once. A stream that ends cleanly leaves its
@@ -44,7 +44,7 @@ pub struct ProviderRequest {
     pub messages: Vec<AgentMessage>,
     /// `messages` already encoded for the model's API, from the session's cache.
     pub history: Option<history::History>,
-    pub tools: Vec<ToolSpec>,
+    pub tools: Arc<[ToolSpec]>,
     pub thinking: &'static str,
     pub session_id: String,
     pub scripted: Option<Arc<scripted::Script>>,
@@ -122,14 +122,42 @@ impl CancelFlag {
 }
 
 /// Sends provider events for one generation; `false` once the session is gone.
-#[derive(Clone)]
+///
+/// Events may also be held and sent together (`hold`, `flush`): a response read in one piece
+/// decodes into several events, and sending each as it is decoded wakes the session once per
+/// event, where one burst wakes it once. Whatever is sent with `send` goes after what is held.
 pub struct EventSink {
     generation: u64,
     tx: Sender<ProviderMsg>,
+    held: std::cell::RefCell<Vec<ProviderEvent>>,
 }
 
 impl EventSink {
+    fn new(generation: u64, tx: Sender<ProviderMsg>) -> EventSink {
+        EventSink {
+            generation,
+            tx,
+            held: Default::default(),
+        }
+    }
+
+    /// Sends what is held, then `event`.
     pub fn send(&self, event: ProviderEvent) -> bool {
+        self.flush() && self.send_now(event)
+    }
+
+    /// Keeps `event` until the next `flush` or `send`.
+    pub fn hold(&self, event: ProviderEvent) {
+        self.held.borrow_mut().push(event);
+    }
+
+    /// Sends the held events, in order.
+    pub fn flush(&self) -> bool {
+        let held = std::mem::take(&mut *self.held.borrow_mut());
+        held.into_iter().all(|event| self.send_now(event))
+    }
+
+    fn send_now(&self, event: ProviderEvent) -> bool {
         self.tx
             .send(ProviderMsg {
                 generation: self.generation,
@@ -139,7 +167,12 @@ impl EventSink {
     }
 }
 
-/// Starts one streamed completion on a new `gjc-provider` thread.
+/// The threads model requests run on: one request at a time per session, and another thread
+/// only while an aborted request's thread is still closing.
+static PROVIDER_THREADS: std::sync::LazyLock<crate::workers::Workers> =
+    std::sync::LazyLock::new(|| crate::workers::Workers::new(c"gjc-provider", 2));
+
+/// Starts one streamed completion on a `gjc-provider` thread.
 pub fn start_stream(
     request: ProviderRequest,
     generation: u64,
@@ -147,7 +180,7 @@ pub fn start_stream(
 ) -> StreamHandle {
     let cancelled = Arc::new(AtomicBool::new(false));
     let cancel = CancelFlag(cancelled.clone());
-    let sink = EventSink { generation, tx };
+    let sink = EventSink::new(generation, tx);
     let lease =
         (request.model.api != Api::Scripted).then(|| pool::Lease::new(&request.model.base_url));
     let worker_lease = lease.clone();
@@ -157,16 +190,14 @@ pub fn start_stream(
         request.model.provider,
         request.model.id
     );
-    let spawned = std::thread::Builder::new()
-        .name("gjc-provider".into())
-        .spawn(move || match worker_lease {
-            Some(lease) => {
-                let agent = lease.acquire();
-                let clean = http::run_stream(&request, &agent, &lease, &cancel, &sink);
-                lease.finish(clean);
-            }
-            None => scripted::run_stream(&request, &cancel, &sink),
-        });
+    let spawned = PROVIDER_THREADS.run(move || match worker_lease {
+        Some(lease) => {
+            let agent = lease.acquire();
+            let clean = http::run_stream(&request, &agent, &lease, &cancel, &sink);
+            lease.finish(clean);
+        }
+        None => scripted::run_stream(&request, &cancel, &sink),
+    });
     if let Err(e) = spawned {
         log::error!("cannot start provider thread: {e}");
     }

@@ -55,12 +55,12 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
     HttpCall {
         url: format!("{}/chat/completions", req.model.base_url),
         headers: wire::bearer(req),
-        body: assemble(&body, &system, &history),
+        body: assemble(body, &system, &history),
     }
 }
 
-fn assemble(body: &Value, system: &Value, history: &History) -> history::Body {
-    let head = body.as_object().cloned().unwrap_or_default();
+fn assemble(body: Value, system: &Value, history: &History) -> history::Body {
+    let head = history::head(body);
     history::assemble(&head, "messages", std::slice::from_ref(system), history)
 }
 

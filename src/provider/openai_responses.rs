@@ -35,7 +35,7 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         }
         body["include"] = json!(["reasoning.encrypted_content"]);
     }
-    let head = body.as_object().cloned().unwrap_or_default();
+    let head = history::head(body);
     HttpCall {
         url: format!("{}/responses", req.model.base_url),
         headers: wire::bearer(req),

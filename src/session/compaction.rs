@@ -4,6 +4,8 @@
 //! the context passes the window minus a reserve, and when the provider reports a context overflow
 //! (then the request is retried once).
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
 use super::run::Phase;
@@ -182,7 +184,7 @@ impl SessionLoop {
             system_prompt: SYSTEM.into(),
             messages: vec![AgentMessage::User(UserMessage::new(&prompt, &[]))],
             history: None,
-            tools: Vec::new(),
+            tools: Arc::from([]),
             thinking: "off",
             session_id: self.state.id.clone(),
             scripted: self.state.scripted(),

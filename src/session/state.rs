@@ -102,11 +102,11 @@ impl Session {
             dump_tools: wants(&["tools", "dumpTools"]).then(|| {
                 self.tools
                     .specs()
-                    .into_iter()
+                    .iter()
                     .map(|t| ToolInfo {
-                        name: t.name,
-                        description: t.description,
-                        parameters: t.parameters,
+                        name: t.name.clone(),
+                        description: t.description.clone(),
+                        parameters: t.parameters.clone(),
                     })
                     .collect()
             }),

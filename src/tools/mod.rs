@@ -1,6 +1,6 @@
 //! The tool registry and the tool worker. Each tool lives in its own module behind the `Tool`
 //! trait; arguments are validated against the tool's JSON Schema before it runs; each call runs
-//! on a short-lived `gjc-tool` thread and reports `ToolMsg`s to the session, tagged with the run
+//! on a `gjc-tool` thread (kept for the next call, `crate::workers`) and reports `ToolMsg`s to the session, tagged with the run
 //! generation. Cancellation is a flag the tool checks plus, for shell commands, a group kill.
 
 pub mod bash;
@@ -179,6 +179,9 @@ struct Entry {
 pub struct ToolRegistry {
     entries: Vec<Entry>,
     host: Vec<Entry>,
+    /// What the model is told of the tools, built once per change of the set: every request
+    /// sends it, and building the schemas per turn cost more than the turn's new messages.
+    specs: std::sync::OnceLock<Arc<[ToolSpec]>>,
 }
 
 impl ToolRegistry {
@@ -201,6 +204,7 @@ impl ToolRegistry {
         Ok(ToolRegistry {
             entries,
             host: Vec::new(),
+            specs: std::sync::OnceLock::new(),
         })
     }
 
@@ -210,6 +214,7 @@ impl ToolRegistry {
             return;
         }
         if let Some(tool) = all_builtin().into_iter().find(|t| t.name() == name) {
+            self.specs = std::sync::OnceLock::new();
             self.entries.push(Entry {
                 validator: std::sync::OnceLock::new(),
                 tool,
@@ -227,6 +232,7 @@ impl ToolRegistry {
 
     /// Replaces the host tools; each comes with its schema already compiled (it was validated).
     pub fn set_host_tools(&mut self, tools: Vec<(Arc<dyn Tool>, jsonschema::Validator)>) {
+        self.specs = std::sync::OnceLock::new();
         self.host = tools
             .into_iter()
             .map(|(tool, validator)| Entry {
@@ -236,14 +242,19 @@ impl ToolRegistry {
             .collect();
     }
 
-    pub fn specs(&self) -> Vec<ToolSpec> {
-        self.all()
-            .map(|e| ToolSpec {
-                name: e.tool.name().into(),
-                description: e.tool.description(),
-                parameters: e.tool.parameters(),
+    /// The active tools as the model is told of them; shared, not rebuilt, until the set changes.
+    pub fn specs(&self) -> Arc<[ToolSpec]> {
+        self.specs
+            .get_or_init(|| {
+                self.all()
+                    .map(|e| ToolSpec {
+                        name: e.tool.name().into(),
+                        description: e.tool.description(),
+                        parameters: e.tool.parameters(),
+                    })
+                    .collect()
             })
-            .collect()
+            .clone()
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
@@ -305,6 +316,11 @@ pub struct ToolHandle {
     pub cancel: Arc<AtomicBool>,
 }
 
+/// The threads tool calls run on: calls run one at a time, and a second thread is only needed
+/// while an aborted call winds down.
+static TOOL_THREADS: std::sync::LazyLock<crate::workers::Workers> =
+    std::sync::LazyLock::new(|| crate::workers::Workers::new(c"gjc-tool", 2));
+
 /// Runs one call on a `gjc-tool` thread.
 pub fn spawn(
     tool: Arc<dyn Tool>,
@@ -346,30 +362,25 @@ pub fn spawn(
         }),
     };
     log::debug!("tool {} call {call_id} starts", tool.name());
-    let worker = std::thread::Builder::new()
-        .name("gjc-tool".into())
-        .spawn(move || {
-            let started = std::time::Instant::now();
-            let mut output = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                guard::refusal(tool.name(), &args, &ctx)
-                    .unwrap_or_else(|| tool.execute(&args, &ctx))
-            }))
-            .unwrap_or_else(|_| {
-                ToolOutput::error(format!("tool {} failed unexpectedly", tool.name()))
-            });
-            crate::secrets::scrub_output(&mut output);
-            log::debug!(
-                "tool {} call {call_id} ended ({}) after {} ms",
-                tool.name(),
-                if output.is_error { "error" } else { "ok" },
-                started.elapsed().as_millis()
-            );
-            let _ = tx.send(ToolMsg {
-                generation,
-                call_id,
-                event: ToolEvent::Done(output),
-            });
+    let worker = TOOL_THREADS.run(move || {
+        let started = std::time::Instant::now();
+        let mut output = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            guard::refusal(tool.name(), &args, &ctx).unwrap_or_else(|| tool.execute(&args, &ctx))
+        }))
+        .unwrap_or_else(|_| ToolOutput::error(format!("tool {} failed unexpectedly", tool.name())));
+        crate::secrets::scrub_output(&mut output);
+        log::debug!(
+            "tool {} call {call_id} ended ({}) after {} ms",
+            tool.name(),
+            if output.is_error { "error" } else { "ok" },
+            started.elapsed().as_millis()
+        );
+        let _ = tx.send(ToolMsg {
+            generation,
+            call_id,
+            event: ToolEvent::Done(output),
         });
+    });
     if let Err(e) = worker {
         log::error!("cannot start tool thread: {e}");
     }

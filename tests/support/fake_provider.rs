@@ -70,6 +70,8 @@ pub struct Request {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// The body's length in bytes (also when bodies are not parsed).
+    pub body_len: usize,
     /// When the whole request had arrived.
     pub received: std::time::Instant,
 }
@@ -209,6 +211,7 @@ fn read_request(reader: &mut BufReader<TcpStream>, parse: bool) -> Option<Reques
         reader.read_exact(&mut b).ok()?;
         b
     };
+    let body_len = body.len();
     let body = match parse {
         true => serde_json::from_slice(&body).unwrap_or(Value::Null),
         false => Value::Null,
@@ -218,6 +221,7 @@ fn read_request(reader: &mut BufReader<TcpStream>, parse: bool) -> Option<Reques
         path,
         headers,
         body,
+        body_len,
         received: std::time::Instant::now(),
     })
 }
