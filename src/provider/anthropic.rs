@@ -29,17 +29,19 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         "stream": true,
         "system": [{"type": "text", "text": req.system_prompt, "cache_control": {"type": "ephemeral"}}],
     });
-    if !req.tools.is_empty() {
-        let mut tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
-        if let Some(last) = tools.last_mut() {
-            last["cache_control"] = json!({"type": "ephemeral"});
-        }
-        body["tools"] = Value::Array(tools);
-    }
+    let tools = (!req.tools.is_empty()).then(|| {
+        body["tools"] = Value::Null;
+        wire::encoded_tools(super::catalog::Api::AnthropicMessages, &req.tools, |tools| {
+            let mut tools: Vec<Value> = tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+                .collect();
+            if let Some(last) = tools.last_mut() {
+                last["cache_control"] = json!({"type": "ephemeral"});
+            }
+            Value::Array(tools)
+        })
+    });
     if let Some(budget) = budget(req.thinking) {
         body["thinking"] = json!({"type": "enabled", "budget_tokens": budget.min(req.model.max_tokens.saturating_sub(1024).max(1024))});
     }
@@ -47,7 +49,7 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
     HttpCall {
         url: format!("{}/messages", req.model.base_url),
         headers,
-        body: history::assemble(&head, "messages", &[], &req.history()),
+        body: history::assemble(&head, "messages", &[], &req.history(), tools.as_ref()),
     }
 }
 

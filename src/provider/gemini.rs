@@ -30,20 +30,22 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         "systemInstruction": {"parts": [{"text": req.system_prompt}]},
         "generationConfig": generation,
     });
-    if !req.tools.is_empty() {
-        let decls: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}))
-            .collect();
-        body["tools"] = json!([{"functionDeclarations": decls}]);
-    }
+    let tools = (!req.tools.is_empty()).then(|| {
+        body["tools"] = Value::Null;
+        wire::encoded_tools(super::catalog::Api::Google, &req.tools, |tools| {
+            let decls: Vec<Value> = tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}))
+                .collect();
+            json!([{"functionDeclarations": decls}])
+        })
+    });
     let url = format!(
         "{}/models/{}:streamGenerateContent?alt=sse",
         req.model.base_url, req.model.id
     );
     let head = history::head(body);
-    let body = history::assemble(&head, "contents", &[], &req.history());
+    let body = history::assemble(&head, "contents", &[], &req.history(), tools.as_ref());
     HttpCall { url, headers, body }
 }
 

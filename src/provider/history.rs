@@ -324,6 +324,8 @@ enum Segment {
     Item(usize, usize),
     /// Chunk `.0` of the history's flat text, without its leading comma if `.1`.
     Chunk(usize, bool),
+    /// Bytes shared with every request (the encoded tools).
+    Shared(Arc<[u8]>),
 }
 
 impl Segment {
@@ -331,6 +333,7 @@ impl Segment {
         match self {
             Segment::Bytes(b) => b,
             Segment::Static(b) => b,
+            Segment::Shared(b) => b,
             Segment::Item(piece, i) => history
                 .and_then(|h| h.piece(*piece))
                 .map_or(&[], |p| &p.items[*i]),
@@ -364,6 +367,11 @@ impl Body {
             self.len += p.items[i].len();
             self.segments.push(Segment::Item(piece, i));
         }
+    }
+
+    fn push_shared(&mut self, bytes: &Arc<[u8]>) {
+        self.len += bytes.len();
+        self.segments.push(Segment::Shared(bytes.clone()));
     }
 
     fn push_json(&mut self, value: &impl serde::Serialize) {
@@ -449,8 +457,16 @@ pub fn head(body: Value) -> Map<String, Value> {
 
 /// The request body: the object `head` (which has no `key`) with `key` set to an array of
 /// `prefix` followed by the history: the same JSON value serde_json would write for one tree (no
-/// spaces; `key` placed before the first head key that sorts after it).
-pub fn assemble(head: &Map<String, Value>, key: &str, prefix: &[Value], history: &History) -> Body {
+/// spaces; `key` placed before the first head key that sorts after it). When `tools` is given,
+/// those bytes are the value of the head's `tools` field, whose own value only holds its place
+/// (the tools are encoded once per tool set, `wire::encoded_tools`).
+pub fn assemble(
+    head: &Map<String, Value>,
+    key: &str,
+    prefix: &[Value],
+    history: &History,
+    tools: Option<&Arc<[u8]>>,
+) -> Body {
     let mut body = Body {
         // Two segments an item at most (the item and the comma after it).
         segments: Vec::with_capacity(2 * history.piece_count() + 16),
@@ -466,7 +482,10 @@ pub fn assemble(head: &Map<String, Value>, key: &str, prefix: &[Value], history:
             placed = true;
         }
         write_key(&mut body, k, &mut first);
-        body.push_json(v);
+        match tools.filter(|_| k == "tools") {
+            Some(bytes) => body.push_shared(bytes),
+            None => body.push_json(v),
+        }
     }
     if !placed {
         write_key(&mut body, key, &mut first);

@@ -32,13 +32,15 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         body["stream_options"] = json!({"include_usage": true});
     }
     body[compat.max_tokens_field] = json!(req.model.max_tokens);
-    if !req.tools.is_empty() || history.has_tool_results {
-        body["tools"] = req
-            .tools
-            .iter()
-            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
-            .collect();
-    }
+    let tools = (!req.tools.is_empty() || history.has_tool_results).then(|| {
+        body["tools"] = Value::Null;
+        wire::encoded_tools(super::catalog::Api::OpenAiCompletions, &req.tools, |tools| {
+            tools
+                .iter()
+                .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+                .collect()
+        })
+    });
     if req.model.reasoning && req.thinking != "off" && compat.reasoning_effort {
         body["reasoning_effort"] = json!(if req.thinking == "xhigh" {
             "high"
@@ -55,13 +57,24 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
     HttpCall {
         url: format!("{}/chat/completions", req.model.base_url),
         headers: wire::bearer(req),
-        body: assemble(body, &system, &history),
+        body: assemble(body, &system, &history, tools.as_ref()),
     }
 }
 
-fn assemble(body: Value, system: &Value, history: &History) -> history::Body {
+fn assemble(
+    body: Value,
+    system: &Value,
+    history: &History,
+    tools: Option<&std::sync::Arc<[u8]>>,
+) -> history::Body {
     let head = history::head(body);
-    history::assemble(&head, "messages", std::slice::from_ref(system), history)
+    history::assemble(
+        &head,
+        "messages",
+        std::slice::from_ref(system),
+        history,
+        tools,
+    )
 }
 
 /// One message of the (replayed) history as Chat Completions messages (none for an assistant

@@ -20,13 +20,15 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         "max_output_tokens": req.model.max_tokens,
         "prompt_cache_key": req.session_id,
     });
-    if !req.tools.is_empty() {
-        body["tools"] = req
-            .tools
-            .iter()
-            .map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": false}))
-            .collect();
-    }
+    let tools = (!req.tools.is_empty()).then(|| {
+        body["tools"] = Value::Null;
+        wire::encoded_tools(super::catalog::Api::OpenAiResponses, &req.tools, |tools| {
+            tools
+                .iter()
+                .map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": false}))
+                .collect()
+        })
+    });
     if req.model.reasoning {
         if req.thinking == "off" {
             body["reasoning"] = json!({"effort": "minimal"});
@@ -39,7 +41,7 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
     HttpCall {
         url: format!("{}/responses", req.model.base_url),
         headers: wire::bearer(req),
-        body: history::assemble(&head, "input", &[], &req.history()),
+        body: history::assemble(&head, "input", &[], &req.history(), tools.as_ref()),
     }
 }
 

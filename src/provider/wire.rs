@@ -1,12 +1,14 @@
 //! What each wire API module provides: the HTTP request for a completion, and a decoder that maps
 //! its SSE events onto the `MessageBuilder`.
 
+use std::sync::{Arc, Mutex};
+
 use serde_json::Value;
 
 use super::builder::MessageBuilder;
 use super::catalog::Api;
 use super::sse::SseEvent;
-use super::ProviderRequest;
+use super::{ProviderRequest, ToolSpec};
 use crate::protocol::message::StopReason;
 
 pub struct HttpCall {
@@ -70,6 +72,33 @@ pub fn build(api: Api, request: &ProviderRequest) -> (HttpCall, Box<dyn Decoder>
         ),
         Api::Scripted => unreachable!("the scripted provider makes no HTTP calls"),
     }
+}
+
+/// A request's `tools` value as `encode` writes it for `api`, encoded once per tool set: every
+/// request sends it, and re-encoding the schemas each turn cost more than a short turn's new
+/// messages. The tool set is recognised by its `Arc` (the registry shares one until the set
+/// changes); the cache holds that `Arc`, so a new set can never pass for the old one.
+pub fn encoded_tools(
+    api: Api,
+    tools: &Arc<[ToolSpec]>,
+    encode: impl FnOnce(&[ToolSpec]) -> Value,
+) -> Arc<[u8]> {
+    type Entry = (Api, Arc<[ToolSpec]>, Arc<[u8]>);
+    static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, _, bytes)) = cache
+        .iter()
+        .find(|(a, t, _)| *a == api && Arc::ptr_eq(t, tools))
+    {
+        return bytes.clone();
+    }
+    // Serializing a `Value` cannot fail.
+    let bytes: Arc<[u8]> = serde_json::to_vec(&encode(tools))
+        .unwrap_or_default()
+        .into();
+    cache.retain(|(a, _, _)| *a != api);
+    cache.push((api, tools.clone(), bytes.clone()));
+    bytes
 }
 
 /// Parses a JSON `data:` payload; servers pad it with spaces, which serde accepts.
@@ -206,5 +235,27 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn tools_are_encoded_once_per_tool_set_and_again_for_a_new_one() {
+        let spec = |name: &str| ToolSpec {
+            name: name.into(),
+            description: "d".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        };
+        let names = |tools: &[ToolSpec]| Value::from_iter(tools.iter().map(|t| t.name.clone()));
+        let first: Arc<[ToolSpec]> = vec![spec("read")].into();
+        // The scripted API (no HTTP) keeps other tests, which share the cache, out of the way.
+        let a = encoded_tools(Api::Scripted, &first, names);
+        let again = encoded_tools(Api::Scripted, &first, |_| panic!("encoded twice"));
+        assert!(Arc::ptr_eq(&a, &again));
+        assert_eq!(&*a, br#"["read"]"#);
+        // A set with the same contents is still a new set: encoded anew.
+        let second: Arc<[ToolSpec]> = vec![spec("read"), spec("bash")].into();
+        assert_eq!(&*encoded_tools(Api::Scripted, &second, names), br#"["read","bash"]"#);
+        // Another API has its own encoding of the same set.
+        let other = encoded_tools(Api::AnthropicMessages, &second, |_| Value::Null);
+        assert_eq!(&*other, b"null");
     }
 }
