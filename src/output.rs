@@ -234,7 +234,7 @@ impl Gauge {
 }
 
 /// About how many bytes a frame takes on stdout. Only the order of magnitude matters.
-fn estimate(frame: &Outbound) -> usize {
+pub fn estimate(frame: &Outbound) -> usize {
     const SMALL: usize = 256;
     match frame {
         Outbound::Ready | Outbound::Frame(_) | Outbound::Show(_) | Outbound::Terminal(_) => SMALL,

@@ -18,6 +18,7 @@ const SESSION_END_WAIT: Duration = Duration::from_secs(5);
 impl SessionLoop {
     /// Loads the hooks files and fires `session_start`.
     pub(super) fn start_hooks(&mut self) {
+        self.flush_out();
         let hooks = self.load_hooks();
         hooks.notify(
             "session_start",
@@ -58,6 +59,7 @@ impl SessionLoop {
         let extra = json!({ "command": command, "message": text, "imageCount": images });
         let payload = self.hook_payload(prompt::EVENT, extra);
         let done = self.prompt_hooks.0.clone();
+        self.flush_out();
         match prompt::start(&hooks, payload, generation, done) {
             Ok(pending) => {
                 if let Some(run) = &mut self.run {
@@ -96,6 +98,7 @@ impl SessionLoop {
         let Some(hooks) = self.hooks.clone() else {
             return;
         };
+        self.flush_out();
         let deadline = Instant::now() + SESSION_END_WAIT;
         hooks.wait_running(deadline);
         hooks.notify("session_end", self.hook_payload("session_end", json!({})));
@@ -106,6 +109,7 @@ impl SessionLoop {
     /// Fires `before_compact` (`reason`: `manual`, `threshold` or `overflow`).
     pub(super) fn before_compact_hooks(&mut self, reason: &str) {
         if let Some(hooks) = self.hooks.clone() {
+            self.flush_out();
             let extra = json!({ "reason": reason });
             hooks.notify("before_compact", self.hook_payload("before_compact", extra));
         }

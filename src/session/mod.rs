@@ -123,6 +123,9 @@ pub struct SessionLoop {
     /// About how large the streamed message's snapshot is, to count update frames by the bytes
     /// the writer will write for them.
     snapshot_bytes: usize,
+    /// Frames of the event being handled, with their costs, queued together when it is done
+    /// (`flush_out`): queued one by one, each woke the writer for one frame and one write.
+    outbox: Vec<(Outbound, usize)>,
     closing: bool,
 }
 
@@ -167,6 +170,7 @@ impl SessionLoop {
             registry,
             held: None,
             snapshot_bytes: 0,
+            outbox: Vec::new(),
             closing: false,
         }
     }
@@ -177,6 +181,11 @@ impl SessionLoop {
         self.start_hooks();
         self.recover_gates();
         while !self.closing {
+            // Everything produced so far goes out before the loop waits again.
+            self.flush_out();
+            if self.closing {
+                break;
+            }
             match self.next_event() {
                 Event::Control(ControlFrame::Command { id, command }) => {
                     self.handle_command(id, command)
@@ -198,6 +207,7 @@ impl SessionLoop {
                             Ok(CommandFrame::Policy(policy)) => self.tool_policy = policy,
                             Err(_) => break,
                         }
+                        self.flush_out();
                     }
                     log::info!("stdin closed; shutting down");
                     break;
@@ -277,6 +287,7 @@ impl SessionLoop {
             ));
         }
         self.flush_held();
+        self.flush_out();
         self.end_hooks();
         self.bash.shutdown();
         self.host.shutdown("RPC client disconnected");
@@ -311,12 +322,22 @@ impl SessionLoop {
         self.ch.bash_tx.clone()
     }
 
-    /// Queues a frame (never blocking). A failed send means the writer is gone (stdout
-    /// closed): shut down.
+    /// Queues a frame (never blocking) with the others of the event being handled.
     pub fn send(&mut self, frame: Outbound) {
         self.flush_held();
-        if self.ch.out.send(frame).is_err() {
-            self.closing = true;
+        let cost = crate::output::estimate(&frame);
+        self.outbox.push((frame, cost));
+    }
+
+    /// Hands the frames of the event handled so far to the writer, together. Called when the
+    /// event is done, and before work goes to a thread that writes frames of its own (a tool
+    /// call, a hook, the host broker at shutdown), so those come after what led to them. A
+    /// failed send means the writer is gone (stdout closed): shut down.
+    pub fn flush_out(&mut self) {
+        for (frame, cost) in self.outbox.drain(..) {
+            if self.ch.out.send_costed(frame, cost).is_err() {
+                self.closing = true;
+            }
         }
     }
 
@@ -372,9 +393,7 @@ impl SessionLoop {
             assistant_message_event: event,
             compact,
         }));
-        if self.ch.out.send_costed(frame, cost).is_err() {
-            self.closing = true;
-        }
+        self.outbox.push((frame, cost));
     }
 
     /// A status line for hosts that show one; `None` clears it.
@@ -390,6 +409,7 @@ impl SessionLoop {
     /// does not wait for the snapshot frames before it (see `output.rs`).
     pub fn respond_first(&mut self, response: Response) {
         self.flush_held();
+        self.flush_out();
         if self
             .ch
             .out

@@ -82,6 +82,8 @@ impl SessionLoop {
                 policy: self.tool_policy,
             };
             let tool = crate::hooks::tool::HookedTool::wrap(tool, self.hooks.clone());
+            // The call's own frames (a host tool call, a dialog) come after its start.
+            self.flush_out();
             let handle = tools::spawn(
                 tool,
                 call.arguments.clone(),
