@@ -253,7 +253,10 @@ mod tests {
         assert_eq!(&*a, br#"["read"]"#);
         // A set with the same contents is still a new set: encoded anew.
         let second: Arc<[ToolSpec]> = vec![spec("read"), spec("bash")].into();
-        assert_eq!(&*encoded_tools(Api::Scripted, &second, names), br#"["read","bash"]"#);
+        assert_eq!(
+            &*encoded_tools(Api::Scripted, &second, names),
+            br#"["read","bash"]"#
+        );
         // Another API has its own encoding of the same set.
         let other = encoded_tools(Api::AnthropicMessages, &second, |_| Value::Null);
         assert_eq!(&*other, b"null");
