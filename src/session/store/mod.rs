@@ -31,7 +31,7 @@ pub use branch::{branch, user_messages};
 pub use list::{cwd_dir, find, folders, list, stored_in, summary, Stored};
 pub use load::{load, Loaded};
 pub use repair::Repair;
-pub use taken::Taken;
+pub use taken::{hex_id, Taken};
 
 /// An entry's id. gjc and the reference write eight hex digits, which this keeps inline: loading
 /// a long session makes no allocation per entry for ids, and copying one costs nothing.

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use super::EntryId;
 
 /// An id gjc could make: exactly eight lowercase hex digits, as the number they spell.
-pub(super) fn hex_id(id: &str) -> Option<u32> {
+pub fn hex_id(id: &str) -> Option<u32> {
     let digits = id.as_bytes();
     if digits.len() != 8
         || !digits
