@@ -5,7 +5,8 @@
 //! `cat` moving the same bytes into the same host (the floor under any reader of those bytes).
 //!
 //! `bench_sessions big` instead switches to a 100,000-message session: peak RSS during the switch
-//! and the time from closing stdin to the process exiting afterwards, beside an idle gjc's.
+//! and the time from closing stdin to the process exiting afterwards, beside an idle gjc's;
+//! `GJC_BASELINE_BIN=<another gjc>` measures that binary too, in the same rounds.
 //!
 //! Run: `cargo build --release --bins --examples && target/release/examples/bench_sessions`
 
@@ -53,7 +54,11 @@ struct LineHost {
 
 impl LineHost {
     fn spawn(agent_dir: &Path, session_dir: &Path) -> LineHost {
-        let mut child = std::process::Command::new(gjc_bin())
+        LineHost::spawn_bin(&gjc_bin(), agent_dir, session_dir)
+    }
+
+    fn spawn_bin(bin: &Path, agent_dir: &Path, session_dir: &Path) -> LineHost {
+        let mut child = std::process::Command::new(bin)
             .args(["--mode", "rpc", "--session-dir"])
             .arg(session_dir)
             .env("GJC_CODING_AGENT_DIR", agent_dir)
@@ -135,41 +140,74 @@ fn cat(path: &Path) -> Duration {
     took
 }
 
-/// Peak RSS of a switch to a 100,000-message session, and exit afterwards, beside idle gjc.
+/// What one binary's rounds of `big` measured.
+#[derive(Default)]
+struct BigRounds {
+    idle_peak: Vec<f64>,
+    idle_exit: Vec<f64>,
+    peak: Vec<f64>,
+    after: Vec<f64>,
+    exit: Vec<f64>,
+    switch: Vec<f64>,
+}
+
+impl BigRounds {
+    /// One round: an idle gjc's peak and exit, then a switch to `path` and the exit after it.
+    fn round(&mut self, bin: &Path, dir: &Path, path: &Path) {
+        let mut host = LineHost::spawn_bin(bin, dir, &dir.join("new"));
+        host.request(json!({"type": "get_state"}));
+        self.idle_peak
+            .push(status_kib(host.child.id(), "VmHWM").unwrap_or(0) as f64 / 1024.0);
+        self.idle_exit.push(ms(host.exit()));
+        let mut host = LineHost::spawn_bin(bin, dir, &dir.join("new"));
+        let pid = host.child.id();
+        let (took, line) = host.request(json!({"type": "switch_session", "sessionPath": path}));
+        assert!(line.windows(14).any(|w| w == b"\"success\":true"));
+        self.switch.push(ms(took));
+        self.peak
+            .push(status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0);
+        self.after
+            .push(status_kib(pid, "VmRSS").unwrap_or(0) as f64 / 1024.0);
+        self.exit.push(ms(host.exit()));
+    }
+
+    fn print(&mut self, name: &str, size: usize, bytes: u64, rounds: usize) {
+        println!(
+            "{name}: switch to {size} messages ({:.1} MB file), median of {rounds}: switch {:.1} ms, peak RSS {:.1} MB, RSS after {:.1} MB, stdin EOF -> exit {:.1} ms",
+            bytes as f64 / 1e6,
+            median(&mut self.switch),
+            median(&mut self.peak),
+            median(&mut self.after),
+            median(&mut self.exit)
+        );
+        println!(
+            "  idle gjc in the same run: peak RSS {:.1} MB, stdin EOF -> exit {:.1} ms",
+            median(&mut self.idle_peak),
+            median(&mut self.idle_exit)
+        );
+    }
+}
+
+/// Peak RSS of a switch to a 100,000-message session, and exit afterwards, beside idle gjc (and
+/// beside `GJC_BASELINE_BIN`'s figures, rounds interleaved, when it is given).
 fn big() {
     let dir = tempfile::tempdir().unwrap();
     let size = 100_000;
     let path = generate(dir.path(), size, 22);
     let bytes = std::fs::metadata(&path).unwrap().len();
-    let (mut idle_peak, mut idle_exit, mut peak, mut after, mut exit, mut switch) =
-        (vec![], vec![], vec![], vec![], vec![], vec![]);
-    for _ in 0..3 {
-        let mut host = LineHost::spawn(dir.path(), &dir.path().join("new"));
-        host.request(json!({"type": "get_state"}));
-        idle_peak.push(status_kib(host.child.id(), "VmHWM").unwrap_or(0) as f64 / 1024.0);
-        idle_exit.push(ms(host.exit()));
-        let mut host = LineHost::spawn(dir.path(), &dir.path().join("new"));
-        let pid = host.child.id();
-        let (took, line) = host.request(json!({"type": "switch_session", "sessionPath": path}));
-        assert!(line.windows(14).any(|w| w == b"\"success\":true"));
-        switch.push(ms(took));
-        peak.push(status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0);
-        after.push(status_kib(pid, "VmRSS").unwrap_or(0) as f64 / 1024.0);
-        exit.push(ms(host.exit()));
+    let mut bins = vec![("gjc", gjc_bin(), BigRounds::default())];
+    if let Some(base) = std::env::var_os("GJC_BASELINE_BIN") {
+        bins.push(("baseline", PathBuf::from(base), BigRounds::default()));
     }
-    println!(
-        "switch to {size} messages ({:.1} MB file), median of 3: switch {:.1} ms, peak RSS {:.1} MB, RSS after {:.1} MB, stdin EOF -> exit {:.1} ms",
-        bytes as f64 / 1e6,
-        median(&mut switch),
-        median(&mut peak),
-        median(&mut after),
-        median(&mut exit)
-    );
-    println!(
-        "  idle gjc in the same run: peak RSS {:.1} MB, stdin EOF -> exit {:.1} ms",
-        median(&mut idle_peak),
-        median(&mut idle_exit)
-    );
+    let rounds = 5;
+    for _ in 0..rounds {
+        for (_, bin, measured) in &mut bins {
+            measured.round(bin, dir.path(), &path);
+        }
+    }
+    for (name, _, measured) in &mut bins {
+        measured.print(name, size, bytes, rounds);
+    }
 }
 
 fn main() {

@@ -27,7 +27,9 @@ use super::catalog::{Api, Model};
 use crate::protocol::message::{AgentMessage, Content, StopReason, ToolResultMessage};
 
 /// One replayed message, encoded: the array items it contributes and, for APIs that merge
-/// consecutive messages of one role, that role.
+/// consecutive messages of one role, that role. A flat layout's kept piece gives its items to the
+/// history's flat text and keeps none itself: requests read them from there, and holding both
+/// doubled what a long history kept in memory.
 #[derive(Debug)]
 pub struct Piece {
     role: &'static str,
@@ -166,7 +168,7 @@ pub struct HistoryCache {
     /// copies it only while an earlier request still holds it (it is usually done by then), so a
     /// turn costs no pass over the history's pieces.
     pieces: Arc<Vec<Arc<Piece>>>,
-    /// For the flat layout, the same items as text.
+    /// For the flat layout, the kept pieces' items as text (the pieces keep no copy).
     flat: FlatText,
     tool_results: bool,
 }
@@ -179,12 +181,17 @@ pub struct HistoryCache {
 #[derive(Clone, Debug, Default)]
 struct FlatText {
     chunks: Vec<Arc<Vec<u8>>>,
+    /// Each item's length, to split the text into items again (tests).
+    #[cfg(test)]
+    lens: Vec<usize>,
 }
 
 impl FlatText {
     const CHUNK: usize = 64 << 10;
 
     fn push(&mut self, item: &[u8]) {
+        #[cfg(test)]
+        self.lens.push(item.len());
         let room = |c: &Vec<u8>| c.is_empty() || c.len() + 1 + item.len() <= Self::CHUNK;
         if !self.chunks.last().is_some_and(|c| room(c)) {
             self.chunks.push(Arc::new(Vec::with_capacity(Self::CHUNK)));
@@ -230,14 +237,17 @@ impl HistoryCache {
         self.consumed = messages.len();
         let piece = |m: &AgentMessage| Arc::new(Piece::new(encode(m, model)));
         if !replayed.is_empty() {
-            let new = replayed.iter().map(|m| piece(m));
-            let start = self.pieces.len();
-            Arc::make_mut(&mut self.pieces).extend(new);
-            if matches!(layout, Layout::Flat) {
-                for item in self.pieces[start..].iter().flat_map(|p| &p.items) {
-                    self.flat.push(item);
+            let flat = &mut self.flat;
+            let new = replayed.iter().map(|m| {
+                let mut piece = Piece::new(encode(m, model));
+                if matches!(layout, Layout::Flat) {
+                    for item in std::mem::take(&mut piece.items) {
+                        flat.push(&item);
+                    }
                 }
-            }
+                Arc::new(piece)
+            });
+            Arc::make_mut(&mut self.pieces).extend(new);
         }
         History {
             kept: self.pieces.clone(),
@@ -260,11 +270,21 @@ impl History {
         HistoryCache::default().encode(model, messages)
     }
 
-    /// The encoded items, in order (tests).
+    /// The encoded items, in order (tests): a flat layout's kept ones cut from its text.
     #[cfg(test)]
     pub fn items(&self) -> Vec<&[u8]> {
-        self.pieces()
-            .flat_map(|p| p.items.iter().map(|i| &i[..]))
+        let mut lens = self.flat.lens.iter();
+        let mut kept = Vec::new();
+        for chunk in &self.flat.chunks {
+            let mut at = 0;
+            while at < chunk.len() {
+                let len = lens.next().expect("a length per item");
+                kept.push(&chunk[at + 1..at + 1 + len]);
+                at += 1 + len;
+            }
+        }
+        kept.into_iter()
+            .chain(self.pieces().flat_map(|p| p.items.iter().map(|i| &i[..])))
             .collect()
     }
 

@@ -210,6 +210,7 @@ fn a_growing_context_reuses_its_pieces_and_matches_a_fresh_encoding() {
         let mut previous: Option<History> = None;
         for n in 0..=messages.len() {
             let history = cache.encode(&model, &messages[..n]);
+            assert_held_once(api, &cache, &history);
             let cached = body(&request(&model, &messages[..n], Some(history.clone())));
             let fresh = body(&request(&model, &messages[..n], None));
             assert_eq!(cached, fresh, "{api:?} with {n} messages");
@@ -328,5 +329,26 @@ fn a_flat_history_longer_than_a_chunk_reads_as_one_tree_while_requests_hold_its_
             let req = request(&model, &messages[..n], Some(history));
             assert_eq!(body(&req), body(&request(&model, &messages[..n], None)));
         }
+    }
+}
+
+/// A flat layout's kept items are held once, as the flat text the bodies are written from; the
+/// pieces keep only their place. Merged layouts keep the items in the pieces and no text.
+fn assert_held_once(api: Api, cache: &HistoryCache, history: &History) {
+    let in_pieces: usize = cache.pieces.iter().map(|p| p.items.len()).sum();
+    let text: usize = cache.flat.chunks.iter().map(|c| c.len()).sum();
+    let closing: usize = history.closing.iter().map(|p| p.items.len()).sum();
+    let items = history.items();
+    let kept = &items[..items.len() - closing];
+    if matches!(encoder(api).1, Layout::Flat) {
+        assert_eq!(in_pieces, 0, "{api:?}");
+        // Each kept item is in the text once, after its comma.
+        assert_eq!(
+            text,
+            kept.iter().map(|i| i.len() + 1).sum::<usize>(),
+            "{api:?}"
+        );
+    } else {
+        assert_eq!((text, in_pieces), (0, kept.len()), "{api:?}");
     }
 }

@@ -18,6 +18,9 @@ use crate::protocol::Data;
 use crate::provider::catalog::Model;
 use crate::provider::history::{History, HistoryCache};
 
+mod slots;
+use slots::{At, Slots};
+
 /// Where a message's JSON sits in the session file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span {
@@ -38,7 +41,8 @@ pub enum Item {
 #[derive(Debug)]
 struct Stored {
     file: File,
-    items: Vec<Item>,
+    /// The messages and their entry ids (`Context::ids` is empty while they are stored).
+    items: Slots,
     /// The file as it was when its stored messages were last checked to be JSON: while it still
     /// looks so, they are copied out without being checked again.
     checked: Option<Stamp>,
@@ -77,7 +81,7 @@ pub struct Context {
     /// The parsed messages; empty while `stored` holds them.
     parsed: Vec<AgentMessage>,
     stored: Option<Stored>,
-    /// The session-file entry id of each message (compaction cuts at one).
+    /// The session-file entry id of each parsed message (compaction cuts at one).
     ids: Vec<Option<EntryId>>,
     /// The messages encoded for the last model request; dropped whenever the messages may change
     /// other than by appending.
@@ -107,6 +111,11 @@ impl Context {
         ids: Vec<Option<EntryId>>,
     ) -> Context {
         debug_assert_eq!(items.len(), ids.len());
+        let items = Slots::new(items, ids, |span| {
+            let mut bytes = vec![0; span.len];
+            file.read_exact_at(&mut bytes, span.offset).ok()?;
+            parse(&bytes)
+        });
         Context {
             parsed: Vec::new(),
             stored: Some(Stored {
@@ -114,18 +123,21 @@ impl Context {
                 items,
                 checked,
             }),
-            ids,
+            ids: Vec::new(),
             history: HistoryCache::default(),
             tally: Cell::new(None),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.ids.len()
+        match &self.stored {
+            Some(s) => s.items.len(),
+            None => self.ids.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.len() == 0
     }
 
     pub fn is_parsed(&self) -> bool {
@@ -136,10 +148,12 @@ impl Context {
         let tally = self.tally.get().map(|t| t.append(&message));
         self.tally.set(tally);
         match &mut self.stored {
-            Some(s) => s.items.push(Item::Parsed(Box::new(message))),
-            None => self.parsed.push(message),
+            Some(s) => s.items.push(message, id),
+            None => {
+                self.parsed.push(message);
+                self.ids.push(id);
+            }
         }
-        self.ids.push(id);
     }
 
     /// The messages, parsed now if they were still in the file, to change them. A stored
@@ -172,14 +186,14 @@ impl Context {
             let mut window = Window::new(&stored.file);
             let mut parsed = Vec::with_capacity(stored.items.len());
             let mut ids = Vec::with_capacity(stored.items.len());
-            for (item, id) in stored.items.iter().zip(&self.ids) {
+            for (item, id) in stored.items.with_ids() {
                 let message = match item {
-                    Item::Parsed(m) => Some(m.as_ref().clone()),
-                    Item::Stored(span) => parse(window.get(*span)?),
+                    At::Parsed(m) => Some(m.clone()),
+                    At::Stored(span) => parse(window.get(span)?),
                 };
                 if let Some(m) = message {
                     parsed.push(m);
-                    ids.push(id.clone());
+                    ids.push(id);
                 }
             }
             (self.parsed, self.ids, self.stored) = (parsed, ids, None);
@@ -237,11 +251,11 @@ impl Context {
             None => self.parsed.iter().for_each(f),
             Some(s) => {
                 let mut window = Window::new(&s.file);
-                for item in &s.items {
+                for item in s.items.iter() {
                     match item {
-                        Item::Parsed(m) => f(m),
-                        Item::Stored(span) => {
-                            if let Some(m) = parse(window.get(*span)?) {
+                        At::Parsed(m) => f(m),
+                        At::Stored(span) => {
+                            if let Some(m) = parse(window.get(span)?) {
                                 f(&m)
                             }
                         }
@@ -279,8 +293,8 @@ impl Context {
             .items
             .iter()
             .map(|i| match i {
-                Item::Stored(span) => span.len + 1,
-                Item::Parsed(_) => 256,
+                At::Stored(span) => span.len + 1,
+                At::Parsed(_) => 256,
             })
             .sum();
         let mut out = Vec::with_capacity(size + 16);
@@ -290,8 +304,8 @@ impl Context {
                 out.push(b',');
             }
             match item {
-                Item::Stored(span) => out.extend_from_slice(window.get(*span)?),
-                Item::Parsed(m) => serde_json::to_writer(&mut out, m)
+                At::Stored(span) => out.extend_from_slice(window.get(span)?),
+                At::Parsed(m) => serde_json::to_writer(&mut out, m)
                     .map_err(|e| format!("cannot encode the messages: {e}"))?,
             }
         }
@@ -310,10 +324,10 @@ impl Context {
 }
 
 impl Stored {
-    fn read_one<'a>(&self, item: &'a Item) -> Option<Cow<'a, AgentMessage>> {
+    fn read_one<'a>(&self, item: At<'a>) -> Option<Cow<'a, AgentMessage>> {
         match item {
-            Item::Parsed(m) => Some(Cow::Borrowed(m)),
-            Item::Stored(span) => {
+            At::Parsed(m) => Some(Cow::Borrowed(m)),
+            At::Stored(span) => {
                 let mut bytes = vec![0; span.len];
                 match self.file.read_exact_at(&mut bytes, span.offset) {
                     Ok(()) => parse(&bytes).map(Cow::Owned),

@@ -24,8 +24,8 @@ pub struct Loaded {
     pub model: Option<String>,
     pub thinking: Option<String>,
     pub leaf: Option<EntryId>,
-    /// Every entry id in the file, all branches.
-    pub ids: Vec<EntryId>,
+    /// The entry ids in the file (all branches) that a new id could collide with.
+    pub ids: super::Taken,
     /// The file's length when it was read.
     pub len: u64,
     /// Where a torn last line starts (it was skipped); appending must cut it off first.
@@ -280,13 +280,17 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
             _ => {}
         }
     }
+    let ids = super::Taken::from_loaded(entries.iter().map(|e| &e.id));
+    // Freed now, while the switch runs, rather than held until exit: it is the largest block
+    // the load made (an id, a parent and a body per entry).
+    drop(entries);
     Ok(Loaded {
         header,
         context: Context::from_file(file, stamp, context.messages, context.ids),
         model,
         thinking,
         leaf,
-        ids: entries.into_iter().map(|e| e.id).collect(),
+        ids,
         len,
         torn_at,
         compacted_at,
@@ -397,7 +401,6 @@ mod tests {
         .unwrap();
         let mut loaded = load(&p).unwrap();
         assert_eq!(loaded.leaf.as_deref(), Some("c3"));
-        assert_eq!(loaded.ids, [uuid, "b2", "c3"]);
         assert_eq!(texts(&p), ["one", "two", "three"]);
         let mut store = Store::open(&p, &mut loaded).unwrap();
         let id = store.append_message(&user("four")).unwrap();

@@ -8,6 +8,7 @@
 //! - `load`: reading a file through and rebuilding the context along the current path.
 //! - `branch`: user messages and branching into a new file.
 //! - `list`: session folders and `list_sessions` summaries.
+//! - `taken`: the entry ids in use, so that new ones are unique.
 
 mod append;
 mod branch;
@@ -15,11 +16,11 @@ mod format;
 mod list;
 mod load;
 mod repair;
+mod taken;
 #[cfg(test)]
 mod testing;
 pub(crate) mod write;
 
-use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,7 @@ pub use branch::{branch, user_messages};
 pub use list::{cwd_dir, find, folders, list, stored_in, summary, Stored};
 pub use load::{load, Loaded};
 pub use repair::Repair;
+pub use taken::{hex_id, Taken};
 
 /// An entry's id. gjc and the reference write eight hex digits, which this keeps inline: loading
 /// a long session makes no allocation per entry for ids, and copying one costs nothing.
@@ -42,7 +44,7 @@ pub struct Store {
     pub header: Value,
     /// The last entry appended; its line may still be waiting in `tail.pending`.
     leaf: Option<EntryId>,
-    ids: Ids,
+    ids: Taken,
     /// Why the last write failed; cleared by the next write that succeeds.
     pub error: Option<String>,
     /// The type of the last entry appended (a second `compact` in a row is refused).
@@ -59,24 +61,6 @@ pub struct Store {
     pub ttsr: crate::rules::Injections,
 }
 
-/// The entry ids of a session, to keep new ones unique. A loaded session hands over a plain
-/// list; the set is built when the first new id is made, so a switch does not wait for it.
-#[derive(Default)]
-struct Ids {
-    loaded: Vec<EntryId>,
-    set: HashSet<EntryId>,
-}
-
-impl Ids {
-    /// Adds `id`; false if it was there already.
-    fn insert(&mut self, id: EntryId) -> bool {
-        if !self.loaded.is_empty() {
-            self.set.extend(std::mem::take(&mut self.loaded));
-        }
-        self.set.insert(id)
-    }
-}
-
 impl Store {
     fn new(path: Option<PathBuf>, header: Value) -> Store {
         Store {
@@ -84,7 +68,7 @@ impl Store {
             file: None,
             header,
             leaf: None,
-            ids: Ids::default(),
+            ids: Taken::default(),
             error: None,
             last_kind: None,
             tail: append::Tail::default(),
@@ -123,7 +107,7 @@ impl Store {
         let mut store = Store::new(Some(path.to_path_buf()), loaded.header.clone());
         store.file = Some(file);
         store.leaf = loaded.leaf.clone();
-        store.ids.loaded = std::mem::take(&mut loaded.ids);
+        store.ids = std::mem::take(&mut loaded.ids);
         store.tail = append::Tail::at(len, loaded.leaf.clone());
         store.compacted_at = loaded.compacted_at;
         store.ttsr = std::mem::take(&mut loaded.ttsr);
@@ -172,11 +156,6 @@ impl Store {
     }
 
     fn new_id(&mut self) -> EntryId {
-        loop {
-            let id = smol_str::format_smolstr!("{:08x}", crate::ids::next_u64() as u32);
-            if self.ids.insert(id.clone()) {
-                return id;
-            }
-        }
+        self.ids.make(|| crate::ids::next_u64() as u32)
     }
 }
