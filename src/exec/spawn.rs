@@ -220,7 +220,8 @@ unsafe fn exec(args: &ChildArgs) -> c_int {
     if libc::setsid() < 0 {
         return errno();
     }
-    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
+    // The kernel reads the signal as an unsigned long: pass one, not a variadic int.
+    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0 {
         return errno();
     }
     // The parent died before the signal was armed: nothing would ever kill this child.
