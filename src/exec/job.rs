@@ -8,7 +8,7 @@
 use std::io::{PipeReader, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::time::Instant;
 
 use crossbeam_channel::Sender;
@@ -23,7 +23,7 @@ pub(super) struct Job {
     pub cancelled: bool,
     pub timed_out: bool,
     /// The shell until it has been waited for.
-    child: Option<Child>,
+    child: Option<process::Shell>,
     status: Option<ExitStatus>,
     /// Readable when the shell has exited; `None` where pidfds are missing (then the shell is
     /// checked with a non-blocking wait at each of the thread's short fallback wake-ups).

@@ -16,6 +16,8 @@ mod job;
 pub mod orphans;
 pub mod output;
 pub mod process;
+#[cfg(target_os = "linux")]
+mod spawn;
 mod wake;
 
 use std::collections::HashMap;
