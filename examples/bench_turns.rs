@@ -18,7 +18,7 @@
 //!   agent carries the whole conversation.
 //!
 //! gjc's CPU comes from /proc/<pid>/stat (clock ticks of 10 ms): the 20-iteration figure is the
-//! sum over five fresh processes. The fake provider does not parse request bodies here, so its
+//! sum over 25 fresh processes. The fake provider does not parse request bodies here, so its
 //! own work does not grow with the history.
 //!
 //! Run: `cargo build --release --bins --examples && target/release/examples/bench_turns`
@@ -472,8 +472,9 @@ fn print_row(name: &str, f: &Figures) {
 
 fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
     for &n in sizes {
-        // Short loops are repeated in fresh processes: CPU time moves in 10 ms ticks.
-        let repeats = if n < 100 { 5 } else { 1 };
+        // Short loops are repeated in fresh processes: CPU time moves in 10 ms ticks, and a
+        // 20-iteration host-tool loop takes about one.
+        let repeats = if n < 100 { 25 } else { 1 };
         let (mut gjc, mut floor) = (Figures::default(), Figures::default());
         let base_bin = std::env::var_os("GJC_BASE_BIN").map(std::path::PathBuf::from);
         let (mut base, mut chores) = (Figures::default(), Figures::default());

@@ -467,7 +467,8 @@ fn arm_parent_death() {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl with PR_SET_PDEATHSIG only sets a process attribute.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL);
+        // The kernel reads the signal as an unsigned long: pass one, not a variadic int.
+        libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL as libc::c_ulong);
     }
 }
 

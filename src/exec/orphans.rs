@@ -46,7 +46,7 @@ pub fn become_subreaper() {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a process attribute.
     unsafe {
-        if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) != 0 {
+        if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) != 0 {
             log::warn!(
                 "cannot become a child subreaper: {}",
                 std::io::Error::last_os_error()
