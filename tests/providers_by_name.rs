@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+use crate::support::fake_provider::Chunk;
 use crate::support::fake_provider::{anthropic_text, openai_text};
 use crate::support::gjc::GjcBuilder;
 use crate::support::{gjc, FakeProvider, Reply, TIMEOUT};
@@ -188,6 +189,48 @@ fn discovery_lists_the_models_of_local_and_configured_servers() {
     // A listed model is selectable like any other id.
     let m = g.ok(json!({"type": "set_model", "provider": "ollama", "modelId": "llama3.2"}));
     assert_eq!(m["baseUrl"], format!("{}/v1", ollama.base_url));
+}
+
+#[test]
+fn a_slow_server_being_asked_for_its_models_holds_up_no_other_command() {
+    let slow = FakeProvider::start();
+    let (release, held) = crossbeam_channel::bounded::<()>(0);
+    let list = json!({"object": "list", "data": [{"id": "late-model", "object": "model"}]});
+    let mut reply = Reply::status(200, &list.to_string());
+    reply.chunks.insert(0, Chunk::Gate(held));
+    slow.push(reply);
+    let (_agent, builder) = with_models_json(
+        json!({"providers": {"slow": {"baseUrl": format!("{}/v1", slow.base_url),
+            "api": "openai-completions", "apiKey": "SLOW_TEST_KEY", "discover": true}}}),
+    );
+    let mut builder = builder.env("SLOW_TEST_KEY", "k");
+    for var in LOCAL_VARS {
+        builder = builder.env(var, CLOSED);
+    }
+    let mut g = builder.spawn();
+    g.client
+        .send(&json!({"id": "models", "type": "get_available_models"}))
+        .unwrap();
+    g.client
+        .send(&json!({"id": "again", "type": "get_available_models"}))
+        .unwrap();
+    assert_eq!(slow.request(TIMEOUT).path, "/v1/models");
+    // The server has the request and holds its answer; the session still serves commands.
+    let state = g.request(json!({"id": "state", "type": "get_state"}));
+    assert_eq!(state["success"], true, "{state}");
+    g.ok(json!({"type": "abort"}));
+    release.send(()).unwrap();
+    // Both waiting requests get the one discovery's list.
+    for id in ["models", "again"] {
+        let r = g
+            .client
+            .wait_for(|f| f["type"] == "response" && f["id"] == id, TIMEOUT)
+            .unwrap();
+        assert_eq!(r["success"], true, "{r}");
+        let models = r["data"]["models"].as_array().unwrap();
+        assert!(models.iter().any(|m| m["id"] == "late-model"), "{r}");
+    }
+    assert!(slow.try_request().is_none(), "the server was asked once");
 }
 
 #[test]

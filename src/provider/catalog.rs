@@ -325,22 +325,30 @@ impl Catalog {
             .collect()
     }
 
-    /// The available models plus those the discoverable servers list (local servers, and
-    /// providers with `"discover": true` in models.json). Asking blocks for at most
-    /// `discovery::TIMEOUT` (the servers are asked in parallel) and only until a server has
-    /// answered once: answers are kept for the life of the process.
-    pub fn available_with_discovery(&self) -> Vec<Model> {
-        let mut out: Vec<Model> = self.available().into_iter().cloned().collect();
-        let targets: Vec<(&String, discovery::Target)> = self
-            .providers
+    /// The servers `get_available_models` asks, by provider: local servers, and providers with
+    /// `"discover": true` in models.json, when their key resolves.
+    pub fn discovery_targets(&self) -> Vec<(String, discovery::Target)> {
+        self.providers
             .iter()
             .filter(|(_, p)| p.discover && discovery::speaks_models_list(p.api))
             .filter_map(|(name, p)| {
                 let key = self.api_key(name).ok()?;
-                Some((name, discovery::Target::new(&p.base_url, key, &p.headers)))
+                Some((
+                    name.clone(),
+                    discovery::Target::new(&p.base_url, key, &p.headers),
+                ))
             })
-            .collect();
-        let listed = discovery::model_ids(targets.iter().map(|(_, t)| t));
+            .collect()
+    }
+
+    /// The available models plus those `listed` (each target's model ids, in the targets'
+    /// order) that the catalog does not have yet.
+    pub fn available_with(
+        &self,
+        targets: &[(String, discovery::Target)],
+        listed: Vec<Vec<String>>,
+    ) -> Vec<Model> {
+        let mut out: Vec<Model> = self.available().into_iter().cloned().collect();
         for ((provider, _), ids) in targets.iter().zip(listed) {
             for id in ids {
                 if self.find(provider, &id).is_none() {

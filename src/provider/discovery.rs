@@ -1,8 +1,9 @@
 //! Asking an OpenAI-compatible server which models it serves (`GET {baseUrl}/models`), so that a
-//! host can offer a picker. It runs on the session thread inside `get_available_models`, so every
-//! wait is short: all servers are asked at once, each for at most `TIMEOUT`, and a list, once
-//! received, is kept for the life of the process. A failure is remembered for `RETRY_AFTER`, so a
-//! server that is down costs one refused connection (or one timeout) per interval, not per call.
+//! host can offer a picker. `get_available_models` asks on a thread of its own, never on the
+//! session thread, and every wait is short: all servers are asked at once, each for at most
+//! `TIMEOUT`, and a list, once received, is kept for the life of the process (`kept` answers
+//! from those without asking). A failure is remembered for `RETRY_AFTER`, so a server that is
+//! down costs one refused connection (or one timeout) per interval, not per call.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};
@@ -92,6 +93,11 @@ pub fn model_ids<'a>(targets: impl Iterator<Item = &'a Target>) -> Vec<Vec<Strin
             (None, None) => Vec::new(),
         })
         .collect()
+}
+
+/// Each target's model ids when every target has a stored answer, so nobody need be asked.
+pub fn kept<'a>(targets: impl Iterator<Item = &'a Target>) -> Option<Vec<Vec<String>>> {
+    targets.map(|t| cached(&t.base_url)).collect()
 }
 
 /// A stored answer: the list, or an empty one while a recent failure stands.

@@ -66,16 +66,7 @@ impl SessionLoop {
             Command::SetCapabilities(p) => data(&self.set_capabilities(&p.capabilities)),
             Command::SetModel(p) => self.set_model(&p.provider, &p.model_id),
             Command::CycleModel(_) => self.cycle_model(),
-            Command::GetAvailableModels(_) => data(&reply::Models {
-                models: self
-                    .state
-                    .catalog
-                    .available_with_discovery()
-                    .iter()
-                    .map(|m| m.info())
-                    .collect(),
-                models_error: self.state.catalog.models_error().map(str::to_string),
-            }),
+            Command::GetAvailableModels(_) => return self.get_available_models(id),
             Command::SetThinkingLevel(p) => self.set_thinking_level(&p.level),
             Command::CycleThinkingLevel(_) => self.cycle_thinking_level(),
             Command::SetSteeringMode(p) => parse_mode(&p.mode, "steering").map(|m| {

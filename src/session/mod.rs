@@ -15,6 +15,7 @@ pub mod compaction;
 pub mod context;
 pub mod gates;
 pub mod hooks;
+pub mod models;
 pub mod project;
 pub mod queue;
 pub mod retry;
@@ -114,6 +115,10 @@ pub struct SessionLoop {
         Sender<crate::hooks::prompt::PromptHookDone>,
         Receiver<crate::hooks::prompt::PromptHookDone>,
     ),
+    /// Model discovery reports here (`models.rs`), and the `get_available_models` requests that
+    /// wait for it.
+    discovered: (Sender<models::Discovered>, Receiver<models::Discovered>),
+    models_waiting: Vec<Option<Value>>,
     /// This process's record in the session registry.
     registry: crate::registry::Registry,
     /// The unattended control plane, consulted before commands and tool calls.
@@ -139,6 +144,7 @@ enum Event {
     Timer,
     OutputDrained,
     PromptHook(crate::hooks::prompt::PromptHookDone),
+    Discovered(models::Discovered),
 }
 
 impl SessionLoop {
@@ -167,6 +173,9 @@ impl SessionLoop {
             hooks: None,
             // One message per prompt that waits for hooks, and the session drains it at once.
             prompt_hooks: crossbeam_channel::bounded(16),
+            // One discovery runs at a time.
+            discovered: crossbeam_channel::bounded(1),
+            models_waiting: Vec::new(),
             registry,
             held: None,
             snapshot_bytes: 0,
@@ -230,6 +239,7 @@ impl SessionLoop {
                 }
                 Event::OutputDrained => self.flush_held(),
                 Event::PromptHook(done) => self.on_prompt_hooks(done),
+                Event::Discovered(found) => self.on_discovered(found),
             }
         }
         self.shutdown();
@@ -270,6 +280,7 @@ impl SessionLoop {
             recv(self.ch.tool) -> m => m.map(Event::Tool).unwrap_or(Event::Timer),
             recv(self.ch.bash_events) -> m => m.map(Event::Bash).unwrap_or(Event::Timer),
             recv(self.prompt_hooks.1) -> m => m.map(Event::PromptHook).unwrap_or(Event::Timer),
+            recv(self.discovered.1) -> m => m.map(Event::Discovered).unwrap_or(Event::Timer),
             recv(timer) -> _ => Event::Timer,
         }
     }
@@ -278,7 +289,9 @@ impl SessionLoop {
         if self.run.is_some() {
             self.abort_run();
         }
-        // Every accepted command gets its response, a running `bash` too.
+        // Every accepted command gets its response: a running `bash`, and a model list still
+        // waiting for discovery, with the models that need no server.
+        self.answer_models_waiting(&[], Vec::new());
         if let Some((id, _)) = self.user_bash.take() {
             self.respond(Response::err(
                 id,
