@@ -64,6 +64,20 @@ fn with_models_json(models: Value) -> (tempfile::TempDir, GjcBuilder) {
     (agent, builder)
 }
 
+/// gjc with one models.json provider, `name`, served by `server` with `"discover": true` and
+/// `key` in `GATEWAY_TEST_KEY`; the local servers' addresses point at a closed port.
+fn discovering(name: &str, server: &FakeProvider, key: &str) -> (tempfile::TempDir, GjcBuilder) {
+    let (agent, builder) = with_models_json(
+        json!({"providers": {name: {"baseUrl": format!("{}/v1", server.base_url),
+            "api": "openai-completions", "apiKey": "GATEWAY_TEST_KEY", "discover": true}}}),
+    );
+    let mut builder = builder.env("GATEWAY_TEST_KEY", key);
+    for var in LOCAL_VARS {
+        builder = builder.env(var, CLOSED);
+    }
+    (agent, builder)
+}
+
 #[test]
 fn each_named_provider_takes_any_model_id_with_a_key_in_the_environment() {
     let mut builder = gjc();
@@ -142,14 +156,7 @@ fn discovery_lists_the_models_of_local_and_configured_servers() {
     };
     ollama.push(list(&["qwen3:8b", "llama3.2"]));
     gateway.push(list(&["team/coder"]));
-    let (_agent, builder) = with_models_json(
-        json!({"providers": {"gateway": {"baseUrl": format!("{}/v1", gateway.base_url),
-            "api": "openai-completions", "apiKey": "GATEWAY_TEST_KEY", "discover": true}}}),
-    );
-    let mut builder = builder.env("GATEWAY_TEST_KEY", "gw-secret");
-    for var in LOCAL_VARS {
-        builder = builder.env(var, CLOSED);
-    }
+    let (_agent, builder) = discovering("gateway", &gateway, "gw-secret");
     let mut g = builder
         .env("OLLAMA_BASE_URL", &format!("{}/v1", ollama.base_url))
         .spawn();
@@ -199,14 +206,7 @@ fn a_slow_server_being_asked_for_its_models_holds_up_no_other_command() {
     let mut reply = Reply::status(200, &list.to_string());
     reply.chunks.insert(0, Chunk::Gate(held));
     slow.push(reply);
-    let (_agent, builder) = with_models_json(
-        json!({"providers": {"slow": {"baseUrl": format!("{}/v1", slow.base_url),
-            "api": "openai-completions", "apiKey": "SLOW_TEST_KEY", "discover": true}}}),
-    );
-    let mut builder = builder.env("SLOW_TEST_KEY", "k");
-    for var in LOCAL_VARS {
-        builder = builder.env(var, CLOSED);
-    }
+    let (_agent, builder) = discovering("slow", &slow, "k");
     let mut g = builder.spawn();
     g.client
         .send(&json!({"id": "models", "type": "get_available_models"}))
