@@ -1,7 +1,8 @@
 //! Finding sessions: the folder of a working directory, and the summaries `list_sessions` shows.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -12,6 +13,23 @@ use crate::protocol::reply::SessionSummary;
 /// The most of a file read for its header line: headers are a few hundred bytes, and a file
 /// whose first line is longer is not a session file.
 const MAX_HEADER: u64 = 64 * 1024;
+
+/// Opens a session file for reading, refusing anything that is not a regular file without waiting
+/// on it: a FIFO named like a session would hold `open` until somebody writes to it, and with it
+/// the thread listing or loading sessions. (`O_NONBLOCK` changes nothing for a regular file.)
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
+}
 
 /// A session file's header line, read without reading the rest of the file.
 fn read_header(reader: &mut impl BufRead) -> Option<Value> {
@@ -41,7 +59,7 @@ pub struct Stored {
 
 /// The header of the session file at `path`.
 pub fn stored(path: &Path) -> Option<Stored> {
-    let file = File::open(path).ok()?;
+    let file = open_regular(path).ok()?;
     let modified_ms = modified_ms(&file.metadata().ok()?);
     let header = read_header(&mut BufReader::new(file))?;
     let text = |key: &str| header.get(key).and_then(Value::as_str).map(str::to_string);
@@ -103,7 +121,7 @@ fn session_files(dirs: &[PathBuf]) -> impl Iterator<Item = PathBuf> + '_ {
 
 /// One line of `list_sessions`.
 pub fn summary(path: &Path) -> Option<SessionSummary> {
-    let file = File::open(path).ok()?;
+    let file = open_regular(path).ok()?;
     let meta = file.metadata().ok()?;
     let mut reader = BufReader::new(file);
     let header = read_header(&mut reader)?;
@@ -172,6 +190,42 @@ pub fn list(root: &Path, dir: &Path, all: bool) -> Vec<SessionSummary> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `f` on a thread and waits for it at most 10 s: a listing that blocks fails the test
+    /// instead of hanging it.
+    fn within_10s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || tx.send(f()));
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the listing blocked")
+    }
+
+    #[test]
+    fn a_fifo_named_like_a_session_is_skipped_without_waiting_on_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("--p--");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("2026-01-01T00-00-00-000Z_aaa.jsonl"),
+            "{\"type\":\"session\",\"id\":\"aaa\",\"cwd\":\"/p\"}\n",
+        )
+        .unwrap();
+        let fifo = dir.join("2026-01-02T00-00-00-000Z_bbb.jsonl");
+        let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let (root, d) = (tmp.path().to_path_buf(), dir.clone());
+        let listed = within_10s(move || list(&root, &d, true));
+        assert_eq!(listed.len(), 1);
+        let dirs = vec![dir];
+        let ids: Vec<String> = within_10s(move || stored_in(&dirs))
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(ids, ["aaa"]);
+        let err = open_regular(&fifo).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
 
     #[test]
     fn headers_are_read_alone_and_bounded() {

@@ -55,8 +55,8 @@ pub(super) fn read_entries<B: Send>(
     path: &Path,
     parse: impl Fn(&[u8], u64) -> serde_json::Result<Entry<B>> + Sync,
 ) -> Result<Entries<B>, String> {
-    let file =
-        File::open(path).map_err(|e| format!("cannot open session {}: {e}", path.display()))?;
+    let file = super::list::open_regular(path)
+        .map_err(|e| format!("cannot open session {}: {e}", path.display()))?;
     let metadata = file
         .metadata()
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
