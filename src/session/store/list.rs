@@ -200,16 +200,21 @@ mod tests {
             .expect("the listing blocked")
     }
 
-    #[test]
-    fn a_fifo_named_like_a_session_is_skipped_without_waiting_on_it() {
+    /// A sessions root with one project folder holding session `aaa`.
+    fn root_with_one_session(header_extra: &str, body: &str) -> (tempfile::TempDir, PathBuf) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("--p--");
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("2026-01-01T00-00-00-000Z_aaa.jsonl"),
-            "{\"type\":\"session\",\"id\":\"aaa\",\"cwd\":\"/p\"}\n",
-        )
-        .unwrap();
+        let header =
+            format!("{{\"type\":\"session\",\"id\":\"aaa\",\"cwd\":\"/p\"{header_extra}}}\n");
+        let file = dir.join("2026-01-01T00-00-00-000Z_aaa.jsonl");
+        std::fs::write(file, header + body).unwrap();
+        (tmp, dir)
+    }
+
+    #[test]
+    fn a_fifo_named_like_a_session_is_skipped_without_waiting_on_it() {
+        let (tmp, dir) = root_with_one_session("", "");
         let fifo = dir.join("2026-01-02T00-00-00-000Z_bbb.jsonl");
         let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         // SAFETY: mkfifo with a valid NUL-terminated path.
@@ -229,15 +234,8 @@ mod tests {
 
     #[test]
     fn headers_are_read_alone_and_bounded() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("--p--");
-        std::fs::create_dir_all(&dir).unwrap();
+        let (tmp, dir) = root_with_one_session(",\"title\":\"T\"", "{\"type\":\"message\"}\n");
         let a = dir.join("2026-01-01T00-00-00-000Z_aaa.jsonl");
-        std::fs::write(
-            &a,
-            "{\"type\":\"session\",\"id\":\"aaa\",\"cwd\":\"/p\",\"title\":\"T\"}\n{\"type\":\"message\"}\n",
-        )
-        .unwrap();
         // A first line longer than the bound is not a header, whatever follows.
         let long = format!(
             "{{\"type\":\"session\",\"id\":\"bbb\",\"pad\":\"{}\"}}\n",
