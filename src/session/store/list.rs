@@ -5,6 +5,9 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::format::message_text;
@@ -119,30 +122,63 @@ fn session_files(dirs: &[PathBuf]) -> impl Iterator<Item = PathBuf> + '_ {
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
 }
 
+/// A line's entry type, read without building the entry.
+#[derive(Deserialize)]
+struct Kind<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+}
+
+/// A message entry's role, read without building the message.
+#[derive(Deserialize)]
+struct Role<'a> {
+    #[serde(borrow)]
+    message: Option<RoleOf<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RoleOf<'a> {
+    #[serde(borrow)]
+    role: Option<Cow<'a, str>>,
+}
+
+/// The message entries among `lines`, and the text of the first user message. Each line is
+/// only scanned for its type (a long session is mostly tool output); the first user message is
+/// the one line built whole.
+fn count_messages(lines: impl Iterator<Item = Vec<u8>>) -> (u64, Option<String>) {
+    let (mut count, mut first) = (0u64, None);
+    for line in lines {
+        // Cheap pre-filter: only lines that may be message entries are parsed.
+        if !line.windows(16).any(|w| w == b"\"type\":\"message\"") {
+            continue;
+        }
+        let is_message = serde_json::from_slice::<Kind>(&line)
+            .is_ok_and(|k| k.kind.as_deref() == Some("message"));
+        if !is_message {
+            continue;
+        }
+        count += 1;
+        let user = || {
+            serde_json::from_slice::<Role>(&line)
+                .is_ok_and(|r| r.message.and_then(|m| m.role).as_deref() == Some("user"))
+        };
+        if first.is_none() && user() {
+            first = serde_json::from_slice::<Value>(&line)
+                .ok()
+                .map(|v| message_text(&v["message"]));
+        }
+    }
+    (count, first)
+}
+
 /// One line of `list_sessions`.
 pub fn summary(path: &Path) -> Option<SessionSummary> {
     let file = open_regular(path).ok()?;
     let meta = file.metadata().ok()?;
     let mut reader = BufReader::new(file);
     let header = read_header(&mut reader)?;
-    let lines = reader.split(b'\n');
-    let (mut count, mut first) = (0u64, None);
-    for line in lines.map_while(Result::ok) {
-        // Cheap pre-filter: only message entries are parsed.
-        if !line.windows(16).any(|w| w == b"\"type\":\"message\"") {
-            continue;
-        }
-        let Ok(v) = serde_json::from_slice::<Value>(&line) else {
-            continue;
-        };
-        if v["type"] != "message" {
-            continue;
-        }
-        count += 1;
-        if first.is_none() && v["message"]["role"] == "user" {
-            first = Some(message_text(&v["message"]));
-        }
-    }
+    let (count, first) = count_messages(reader.split(b'\n').map_while(Result::ok));
+
     let modified = Some(modified_ms(&meta))
         .filter(|ms| *ms > 0)
         .map(crate::ids::iso_from_ms);
@@ -230,6 +266,31 @@ mod tests {
         assert_eq!(ids, ["aaa"]);
         let err = open_regular(&fifo).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn messages_are_counted_as_a_whole_parse_would_count_them() {
+        let lines = [
+            r#"{"type":"model_change","model":"a/b"}"#,
+            // Not an entry of type message, though the text says so.
+            r#"{"type":"custom","data":{"type":"message"}}"#,
+            r#"{"type":"message","message":{"role":"assistant","content":[]}}"#,
+            // A message that is not an object, escapes, a torn line.
+            r#"{"type":"message","message":"odd"}"#,
+            r#"{"type":"message","message":{"role":"user","content":"first \"one\""}}"#,
+            r#"{"type":"message","message":{"role":"user","content":"second"}"#,
+            r#"{"type":"message","message":{"role":"user","content":"third"}}"#,
+        ];
+        let (count, first) = count_messages(lines.iter().map(|l| l.as_bytes().to_vec()));
+        // The reading that builds each line whole.
+        let whole = lines
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["type"] == "message")
+            .count();
+        assert_eq!(count, whole as u64);
+        assert_eq!(count, 4);
+        assert_eq!(first.as_deref(), Some("first \"one\""));
     }
 
     #[test]
