@@ -111,11 +111,7 @@ impl Context {
         ids: Vec<Option<EntryId>>,
     ) -> Context {
         debug_assert_eq!(items.len(), ids.len());
-        let items = Slots::new(items, ids, |span| {
-            let mut bytes = vec![0; span.len];
-            file.read_exact_at(&mut bytes, span.offset).ok()?;
-            parse(&bytes)
-        });
+        let items = Slots::new(items, ids, |span| read_span(&file, span).ok().flatten());
         Context {
             parsed: Vec::new(),
             stored: Some(Stored {
@@ -327,18 +323,22 @@ impl Stored {
     fn read_one<'a>(&self, item: At<'a>) -> Option<Cow<'a, AgentMessage>> {
         match item {
             At::Parsed(m) => Some(Cow::Borrowed(m)),
-            At::Stored(span) => {
-                let mut bytes = vec![0; span.len];
-                match self.file.read_exact_at(&mut bytes, span.offset) {
-                    Ok(()) => parse(&bytes).map(Cow::Owned),
-                    Err(e) => {
-                        log::warn!("cannot read the session file again: {e}");
-                        None
-                    }
+            At::Stored(span) => match read_span(&self.file, span) {
+                Ok(message) => message.map(Cow::Owned),
+                Err(e) => {
+                    log::warn!("cannot read the session file again: {e}");
+                    None
                 }
-            }
+            },
         }
     }
+}
+
+/// The message stored at `span` of `file`, read on its own (`None` if it does not parse).
+fn read_span(file: &File, span: Span) -> std::io::Result<Option<AgentMessage>> {
+    let mut bytes = vec![0; span.len];
+    file.read_exact_at(&mut bytes, span.offset)?;
+    Ok(parse(&bytes))
 }
 
 /// Reads spans through one reused buffer. Spans along a session's path mostly follow each other
