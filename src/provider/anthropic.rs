@@ -30,8 +30,7 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         "system": [{"type": "text", "text": req.system_prompt, "cache_control": {"type": "ephemeral"}}],
     });
     let tools = (!req.tools.is_empty()).then(|| {
-        body["tools"] = Value::Null;
-        wire::encoded_tools(super::catalog::Api::AnthropicMessages, &req.tools, |tools| {
+        wire::tools_field(&mut body, super::catalog::Api::AnthropicMessages, &req.tools, |tools| {
             let mut tools: Vec<Value> = tools
                 .iter()
                 .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))

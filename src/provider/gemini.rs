@@ -31,8 +31,7 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         "generationConfig": generation,
     });
     let tools = (!req.tools.is_empty()).then(|| {
-        body["tools"] = Value::Null;
-        wire::encoded_tools(super::catalog::Api::Google, &req.tools, |tools| {
+        wire::tools_field(&mut body, super::catalog::Api::Google, &req.tools, |tools| {
             let decls: Vec<Value> = tools
                 .iter()
                 .map(|t| json!({"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}))

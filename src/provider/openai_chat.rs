@@ -33,8 +33,7 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
     }
     body[compat.max_tokens_field] = json!(req.model.max_tokens);
     let tools = (!req.tools.is_empty() || history.has_tool_results).then(|| {
-        body["tools"] = Value::Null;
-        wire::encoded_tools(super::catalog::Api::OpenAiCompletions, &req.tools, |tools| {
+        wire::tools_field(&mut body, super::catalog::Api::OpenAiCompletions, &req.tools, |tools| {
             tools
                 .iter()
                 .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))

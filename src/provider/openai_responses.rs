@@ -21,8 +21,7 @@ pub fn request(req: &ProviderRequest) -> HttpCall {
         "prompt_cache_key": req.session_id,
     });
     let tools = (!req.tools.is_empty()).then(|| {
-        body["tools"] = Value::Null;
-        wire::encoded_tools(super::catalog::Api::OpenAiResponses, &req.tools, |tools| {
+        wire::tools_field(&mut body, super::catalog::Api::OpenAiResponses, &req.tools, |tools| {
             tools
                 .iter()
                 .map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": false}))

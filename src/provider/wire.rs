@@ -74,11 +74,23 @@ pub fn build(api: Api, request: &ProviderRequest) -> (HttpCall, Box<dyn Decoder>
     }
 }
 
+/// Gives `body` its `tools` field, whose value is only a placeholder: the bytes written in its
+/// place are the returned encoding (`history::assemble`), shared by every request of the tool set.
+pub fn tools_field(
+    body: &mut Value,
+    api: Api,
+    tools: &Arc<[ToolSpec]>,
+    encode: impl FnOnce(&[ToolSpec]) -> Value,
+) -> Arc<[u8]> {
+    body["tools"] = Value::Null;
+    encoded_tools(api, tools, encode)
+}
+
 /// A request's `tools` value as `encode` writes it for `api`, encoded once per tool set: every
 /// request sends it, and re-encoding the schemas each turn cost more than a short turn's new
 /// messages. The tool set is recognised by its `Arc` (the registry shares one until the set
 /// changes); the cache holds that `Arc`, so a new set can never pass for the old one.
-pub fn encoded_tools(
+fn encoded_tools(
     api: Api,
     tools: &Arc<[ToolSpec]>,
     encode: impl FnOnce(&[ToolSpec]) -> Value,
