@@ -16,6 +16,11 @@
 //!   answer the tool call through those frames (instead of `cat`). This is the floor gjc is
 //!   judged against: the plain floor sends a few bytes per request, while every request of an
 //!   agent carries the whole conversation.
+//! - the shape floor (host-tool loop): the chores, done by the thread roles gjc's fixed design
+//!   gives an agent and no more (see `Shape`): the request on a thread of its own, frames out
+//!   through a writer thread, the host's answer in through a reader thread and routed to its
+//!   waiter by a broker thread, every hand-off a crossbeam channel. On a machine with few cores
+//!   each hand-off is a wake-up and a context switch, which the one-thread floors never pay.
 //!
 //! gjc's CPU comes from /proc/<pid>/stat (clock ticks of 10 ms): the 20-iteration figure is the
 //! sum over 25 fresh processes. The fake provider does not parse request bodies here, so its
@@ -33,9 +38,11 @@ mod fake_provider;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
+use crossbeam_channel::{unbounded, Receiver, Sender};
 use fake_provider::{openai_text, openai_tool_call, FakeProvider, Reply};
 use gjc::client::RpcClient;
 use serde_json::json;
@@ -58,6 +65,8 @@ struct Figures {
     tail_iterations: usize,
     tail_wall_ms: f64,
     tail_cpu_ms: f64,
+    /// Wall per iteration of each run, for the median.
+    walls: Vec<f64>,
     rss_mb: f64,
     peak_mb: f64,
     connections: usize,
@@ -72,9 +81,17 @@ struct Figures {
 }
 
 impl Figures {
+    /// Wall per iteration: the median over the runs.
+    fn wall(&self) -> f64 {
+        let mut walls = self.walls.clone();
+        walls.sort_by(f64::total_cmp);
+        walls.get(walls.len() / 2).copied().unwrap_or(0.0)
+    }
+
     fn add(&mut self, other: Figures) {
         self.iterations += other.iterations;
         self.wall_ms += other.wall_ms;
+        self.walls.push(per(other.wall_ms, other.iterations));
         self.cpu_ms += other.cpu_ms;
         self.tail_iterations += other.tail_iterations;
         self.tail_wall_ms += other.tail_wall_ms;
@@ -180,6 +197,7 @@ fn gjc_loop(fake: &FakeProvider, n: usize, kind: Kind, bin: &std::path::Path) ->
         tail_iterations: n - tail_from,
         tail_wall_ms: ms(tail_t0.elapsed()),
         tail_cpu_ms: cpu1 - tail_cpu0,
+        walls: Vec::new(),
         rss_mb: status_kib(pid, "VmRSS").unwrap_or(0) as f64 / 1024.0,
         peak_mb: status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0,
         connections: fake.connections() - connections,
@@ -213,7 +231,13 @@ fn jsonl_bytes(dir: &std::path::Path) -> u64 {
 
 /// The floor: this program as a trivial agent, in its own process; with `chores` sized from
 /// what gjc did in the same run (`gjc` is that run's figures).
-fn floor_loop(fake: &FakeProvider, n: usize, kind: Kind, chores: Option<&Figures>) -> Figures {
+fn floor_loop(
+    fake: &FakeProvider,
+    n: usize,
+    kind: Kind,
+    chores: Option<&Figures>,
+    shape: bool,
+) -> Figures {
     queue_turns(fake, n, kind);
     let connections = fake.connections();
     let mode = if kind == Kind::Bash { "bash" } else { "host" };
@@ -231,7 +255,9 @@ fn floor_loop(fake: &FakeProvider, n: usize, kind: Kind, chores: Option<&Figures
     let mut floor = Command::new(std::env::current_exe().unwrap());
     floor.args(["floor", &fake.base_url, &n.to_string(), mode]);
     if let Some(sizes) = &sizes {
-        floor.arg("chores").args(sizes);
+        floor
+            .arg(if shape { "shape" } else { "chores" })
+            .args(sizes);
     }
     let out = floor.stderr(Stdio::inherit()).output().unwrap();
     assert!(out.status.success(), "the floor process failed");
@@ -275,11 +301,12 @@ struct ChoreSizes {
 ///   has parsed everything before it, and the turn waits for that answer.
 struct Chores {
     sizes: ChoreSizes,
+    shape: Option<Shape>,
     frames: Option<std::io::PipeWriter>,
-    answers: BufReader<std::io::PipeReader>,
+    answers: Option<BufReader<std::io::PipeReader>>,
     host: Option<std::thread::JoinHandle<usize>>,
     session: std::fs::File,
-    body: Vec<u8>,
+    body: Arc<Vec<u8>>,
     _dir: tempfile::TempDir,
 }
 
@@ -287,7 +314,7 @@ const BODY_HEAD: &str = r#"{"model":"m","stream":true,"messages":[{"role":"user"
 const BODY_TAIL: &str = r#""}]}"#;
 
 impl Chores {
-    fn start(sizes: ChoreSizes) -> Chores {
+    fn start(sizes: ChoreSizes, shape: bool) -> Chores {
         let (reader, writer) = std::io::pipe().unwrap();
         let (answers, mut answer) = std::io::pipe().unwrap();
         let host = std::thread::spawn(move || {
@@ -308,27 +335,34 @@ impl Chores {
             .append(true)
             .open(dir.path().join("s.jsonl"))
             .unwrap();
+        let (frames, answers, shape) = match shape {
+            false => (Some(writer), Some(BufReader::new(answers)), None),
+            true => (None, None, Some(Shape::start(writer, answers))),
+        };
         Chores {
             sizes,
-            frames: Some(writer),
-            answers: BufReader::new(answers),
+            shape,
+            frames,
+            answers,
             host: Some(host),
             session,
-            body: format!("{BODY_HEAD}{BODY_TAIL}").into_bytes(),
+            body: Arc::new(format!("{BODY_HEAD}{BODY_TAIL}").into_bytes()),
             _dir: dir,
         }
     }
 
     /// Request `i` of `n`: as long as gjc's would be there.
-    fn body(&mut self, i: usize, n: usize) -> &[u8] {
+    fn body(&mut self, i: usize, n: usize) -> Arc<Vec<u8>> {
         let s = &self.sizes;
         let want = s.first_body + (s.last_body.saturating_sub(s.first_body)) * i / n.max(1);
         if self.body.len() < want {
-            self.body.truncate(self.body.len() - BODY_TAIL.len());
-            self.body.resize(want - BODY_TAIL.len(), b'x');
-            self.body.extend_from_slice(BODY_TAIL.as_bytes());
+            // Never shared here: the provider thread lets go of a body before it answers.
+            let body = Arc::get_mut(&mut self.body).expect("the body is not shared");
+            body.truncate(body.len() - BODY_TAIL.len());
+            body.resize(want - BODY_TAIL.len(), b'x');
+            body.extend_from_slice(BODY_TAIL.as_bytes());
         }
-        &self.body
+        self.body.clone()
     }
 
     /// The turn's frames and session entry; with `call`, the last frame is a host tool call and
@@ -336,43 +370,182 @@ impl Chores {
     fn turn(&mut self, i: usize, call: bool) {
         let count = self.sizes.frames.max(1);
         let pad = "x".repeat((self.sizes.frame_bytes / count).saturating_sub(80));
-        let frames = self.frames.as_mut().unwrap();
+        let id = format!("h{i}");
+        if let (true, Some(shape)) = (call, &self.shape) {
+            shape.register(&id);
+        }
         for k in 0..count {
             let frame = if call && k == count - 1 {
-                json!({"type": "host_tool_call", "id": format!("h{i}"), "toolName": "echo_host", "pad": pad})
+                json!({"type": "host_tool_call", "id": id, "toolName": "echo_host", "pad": pad})
             } else {
                 json!({"type": "event", "payload": {"event_type": "message_update", "kind": k, "text": pad, "timestamp": i}})
             };
             let mut line = frame.to_string();
             line.push('\n');
-            frames.write_all(line.as_bytes()).unwrap();
+            match (&mut self.frames, &self.shape) {
+                (Some(pipe), _) => pipe.write_all(line.as_bytes()).unwrap(),
+                (None, Some(shape)) => shape.frames.send(line.into_bytes()).unwrap(),
+                (None, None) => unreachable!("frames go somewhere"),
+            }
         }
         let entry = json!({"type": "message", "id": i, "text": "x".repeat(self.sizes.session_bytes.saturating_sub(40))});
         let mut line = entry.to_string();
         line.push('\n');
         self.session.write_all(line.as_bytes()).unwrap();
         if call {
-            let mut answer = String::new();
-            self.answers.read_line(&mut answer).unwrap();
-            let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
-            assert_eq!(v["id"], format!("h{i}"));
+            let v = match (&mut self.answers, &self.shape) {
+                (Some(answers), _) => {
+                    let mut answer = String::new();
+                    answers.read_line(&mut answer).unwrap();
+                    serde_json::from_str(&answer).unwrap()
+                }
+                (None, Some(shape)) => shape.results.recv_timeout(WAIT).unwrap(),
+                (None, None) => unreachable!("answers come from somewhere"),
+            };
+            assert_eq!(v["id"], id);
         }
     }
 
     /// Waits for the host to have parsed every frame.
     fn finish(&mut self, turns: usize) {
         drop(self.frames.take());
+        if let Some(shape) = self.shape.take() {
+            shape.stop();
+        }
         let parsed = self.host.take().unwrap().join().unwrap();
         assert_eq!(parsed, self.sizes.frames.max(1) * turns);
     }
 }
 
+/// The shape floor's threads: what gjc's design (thread per role, crossbeam channels between
+/// them, blocking HTTP off the loop) costs a turn at least, with no work of its own.
+/// - `gjc-provider`: the loop sends it the body; it posts, reads the answer and sends it back;
+/// - `gjc-stdout`: writes the frames the loop sends it, as many as are queued in one write;
+/// - `gjc-stdin`: reads the host's answers, parses each and hands it to the broker;
+/// - `gjc-host`: the broker: routes an answer to the waiter registered under its id.
+struct Shape {
+    requests: Sender<Arc<Vec<u8>>>,
+    answers: Receiver<String>,
+    frames: Sender<Vec<u8>>,
+    broker: Sender<Routed>,
+    results: Receiver<serde_json::Value>,
+    result_tx: Sender<serde_json::Value>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+enum Routed {
+    Register(String, Sender<serde_json::Value>),
+    Answer(serde_json::Value),
+}
+
+impl Shape {
+    fn start(pipe: std::io::PipeWriter, answers_pipe: std::io::PipeReader) -> Shape {
+        let (frames, frames_rx) = unbounded::<Vec<u8>>();
+        let (broker, broker_rx) = unbounded::<Routed>();
+        let (result_tx, results) = unbounded();
+        let (requests, _) = unbounded();
+        let (_, answers) = unbounded();
+        let mut threads = vec![std::thread::spawn(move || {
+            let mut pipe = pipe;
+            let mut batch = Vec::new();
+            while let Ok(frame) = frames_rx.recv() {
+                batch.extend_from_slice(&frame);
+                batch.extend(frames_rx.try_iter().flatten());
+                pipe.write_all(&batch).unwrap();
+                batch.clear();
+            }
+        })];
+        let to_broker = broker.clone();
+        threads.push(std::thread::spawn(move || {
+            for line in BufReader::new(answers_pipe).lines() {
+                let v = serde_json::from_str(&line.unwrap()).unwrap();
+                if to_broker.send(Routed::Answer(v)).is_err() {
+                    return;
+                }
+            }
+        }));
+        threads.push(std::thread::spawn(move || {
+            let mut waiting = std::collections::HashMap::new();
+            for routed in broker_rx {
+                match routed {
+                    Routed::Register(id, tx) => {
+                        waiting.insert(id, tx);
+                    }
+                    Routed::Answer(v) => {
+                        let id = v["id"].as_str().unwrap_or_default().to_string();
+                        if let Some(tx) = waiting.remove(&id) {
+                            let _ = tx.send(v);
+                        }
+                    }
+                }
+            }
+        }));
+        Shape {
+            requests,
+            answers,
+            frames,
+            broker,
+            results,
+            result_tx,
+            threads,
+        }
+    }
+
+    /// Starts the provider thread for `url`.
+    fn with_provider(mut self, url: String) -> Shape {
+        let (requests, requests_rx) = unbounded::<Arc<Vec<u8>>>();
+        let (answers_tx, answers) = unbounded();
+        self.threads.push(std::thread::spawn(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
+            for body in requests_rx {
+                let answer = post(&agent, &url, &body);
+                drop(body);
+                if answers_tx.send(answer).is_err() {
+                    return;
+                }
+            }
+        }));
+        (self.requests, self.answers) = (requests, answers);
+        self
+    }
+
+    /// One request, on the provider thread.
+    fn post(&self, body: Arc<Vec<u8>>) -> String {
+        self.requests.send(body).unwrap();
+        self.answers.recv_timeout(WAIT).unwrap()
+    }
+
+    fn register(&self, id: &str) {
+        let tx = self.result_tx.clone();
+        self.broker.send(Routed::Register(id.into(), tx)).unwrap();
+    }
+
+    /// Lets every thread run out (the host thread's end closes the answers pipe).
+    fn stop(self) {
+        let Shape {
+            requests,
+            frames,
+            broker,
+            result_tx,
+            threads,
+            ..
+        } = self;
+        drop((requests, frames, broker, result_tx));
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+}
+
 /// `bench_turns floor <base url> <n> <bash|host> [chores <frames> <frame bytes> <session bytes>
 /// <first body> <last body>]`: prints wall, CPU, tail wall, tail CPU (ms), RSS and peak RSS (MB).
-fn floor_main(base_url: &str, n: usize, mode: &str, chores: Option<ChoreSizes>) {
-    let mut chores = chores.map(Chores::start);
+fn floor_main(base_url: &str, n: usize, mode: &str, chores: Option<ChoreSizes>, shape: bool) {
     let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
     let url = format!("{base_url}/v1/chat/completions");
+    let mut chores = chores.map(|sizes| Chores::start(sizes, shape));
+    if let Some(c) = &mut chores {
+        c.shape = c.shape.take().map(|s| s.with_provider(url.clone()));
+    }
     let mut cat = Command::new("cat")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -394,18 +567,12 @@ fn floor_main(base_url: &str, n: usize, mode: &str, chores: Option<ChoreSizes>) 
         }
         let body = match &mut chores {
             Some(c) => c.body(i, n),
-            None => small.as_bytes(),
+            None => Arc::new(small.clone().into_bytes()),
         };
-        let mut answer = String::new();
-        agent
-            .post(&url)
-            .header("content-type", "application/json")
-            .send(body)
-            .unwrap()
-            .into_body()
-            .into_reader()
-            .read_to_string(&mut answer)
-            .unwrap();
+        let answer = match chores.as_ref().and_then(|c| c.shape.as_ref()) {
+            Some(shape) => shape.post(body),
+            None => post(&agent, &url, &body),
+        };
         if i == n {
             break;
         }
@@ -445,6 +612,21 @@ fn floor_main(base_url: &str, n: usize, mode: &str, chores: Option<ChoreSizes>) 
     );
 }
 
+/// One model request of the floors: the answer's whole body.
+fn post(agent: &ureq::Agent, url: &str, body: &[u8]) -> String {
+    let mut answer = String::new();
+    agent
+        .post(url)
+        .header("content-type", "application/json")
+        .send(body)
+        .unwrap()
+        .into_body()
+        .into_reader()
+        .read_to_string(&mut answer)
+        .unwrap();
+    answer
+}
+
 fn per(total: f64, n: usize) -> f64 {
     total / n.max(1) as f64
 }
@@ -452,7 +634,7 @@ fn per(total: f64, n: usize) -> f64 {
 fn print_row(name: &str, f: &Figures) {
     println!(
         "    {name:6} wall {:7.2} ms/iter (last fifth {:7.2}), CPU {:6.2} ms/iter (last fifth {:6.2}), RSS {:5.1} MB (peak {:5.1}), {} connection(s)",
-        per(f.wall_ms, f.iterations),
+        f.wall(),
         per(f.tail_wall_ms, f.tail_iterations),
         per(f.cpu_ms, f.iterations),
         per(f.tail_cpu_ms, f.tail_iterations),
@@ -473,15 +655,24 @@ fn print_row(name: &str, f: &Figures) {
 fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
     for &n in sizes {
         // Short loops are repeated in fresh processes: CPU time moves in 10 ms ticks, and a
-        // 20-iteration host-tool loop takes about one.
-        let repeats = if n < 100 { 25 } else { 1 };
+        // 20-iteration host-tool loop takes about one. Every loop is repeated, interleaved with
+        // its floors, so that wall figures are medians over runs that saw the same machine.
+        let repeats = match n {
+            0..100 => 25,
+            100..500 => 9,
+            _ => 5,
+        };
         let (mut gjc, mut floor) = (Figures::default(), Figures::default());
         let base_bin = std::env::var_os("GJC_BASE_BIN").map(std::path::PathBuf::from);
         let (mut base, mut chores) = (Figures::default(), Figures::default());
+        let mut shape = Figures::default();
         for _ in 0..repeats {
             let this = gjc_loop(fake, n, kind, &gjc_bin());
-            floor.add(floor_loop(fake, n, kind, None));
-            chores.add(floor_loop(fake, n, kind, Some(&this)));
+            floor.add(floor_loop(fake, n, kind, None, false));
+            chores.add(floor_loop(fake, n, kind, Some(&this), false));
+            if kind == Kind::Host {
+                shape.add(floor_loop(fake, n, kind, Some(&this), true));
+            }
             gjc.add(this);
             if let Some(bin) = &base_bin {
                 base.add(gjc_loop(fake, n, kind, bin));
@@ -496,7 +687,7 @@ fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
             "  {what}, {n} iterations ({} messages at the end){}:",
             2 * n + 2,
             if repeats > 1 {
-                format!(", {repeats} runs")
+                format!(", {repeats} runs, wall the median")
             } else {
                 String::new()
             }
@@ -507,11 +698,19 @@ fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
         }
         print_row("floor", &floor);
         print_row("chores", &chores);
-        println!(
+        if kind == Kind::Host {
+            print_row("shape", &shape);
+        }
+        let wall = Figures::wall;
+        print!(
             "    gjc/floor wall {:.2}x, gjc/chores wall {:.2}x",
-            per(gjc.wall_ms, gjc.iterations) / per(floor.wall_ms, floor.iterations),
-            per(gjc.wall_ms, gjc.iterations) / per(chores.wall_ms, chores.iterations)
+            wall(&gjc) / wall(&floor),
+            wall(&gjc) / wall(&chores)
         );
+        if kind == Kind::Host {
+            print!(", gjc/shape wall {:.2}x", wall(&gjc) / wall(&shape));
+        }
+        println!();
     }
 }
 
@@ -519,14 +718,15 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("floor") {
         let number = |i: usize| args[i].parse::<usize>().unwrap();
-        let chores = (args.get(4).is_some_and(|a| a == "chores")).then(|| ChoreSizes {
+        let shape = args.get(4).is_some_and(|a| a == "shape");
+        let chores = (args.get(4).is_some_and(|a| a == "chores") || shape).then(|| ChoreSizes {
             frames: number(5),
             frame_bytes: number(6),
             session_bytes: number(7),
             first_body: number(8),
             last_body: number(9),
         });
-        return floor_main(&args[1], number(2), &args[3], chores);
+        return floor_main(&args[1], number(2), &args[3], chores, shape);
     }
     if args.iter().any(|a| a == "no-usage") {
         USAGE.store(false, std::sync::atomic::Ordering::Relaxed);

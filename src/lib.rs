@@ -45,6 +45,8 @@ pub mod memory;
 #[cfg(feature = "agent")]
 pub mod output;
 #[cfg(feature = "agent")]
+pub mod park;
+#[cfg(feature = "agent")]
 pub mod prompt;
 pub mod protocol;
 #[cfg(feature = "agent")]

@@ -77,7 +77,7 @@ impl Workers {
                 return;
             }
             set_name(c"gjc-idle");
-            let Ok(job) = self.waiting.recv() else {
+            let Ok(job) = crate::park::recv(&self.waiting) else {
                 return;
             };
             set_name(self.name);

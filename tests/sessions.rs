@@ -432,3 +432,31 @@ fn new_session_and_switch_session_move_to_another_folder() {
     g.ok(json!({"type": "switch_session", "sessionPath": file, "cwd": project}));
     assert_eq!(ran_in(&mut g), project.display().to_string());
 }
+
+/// Entries are written in a batch with the frames of the step that made them, never after: when
+/// a message's `message_end` reaches the host, the session file already holds that message
+/// (here the prompt, a tool call, its result and the answer).
+#[test]
+fn the_file_holds_each_message_before_its_message_end_arrives() {
+    let mut g = chat(vec![
+        json!({"content": [{"type": "toolCall", "name": "ls", "id": "call_ls", "arguments": {}}]}),
+        answer("done"),
+    ]);
+    let path = session_file(&mut g);
+    g.ok(json!({"type": "prompt", "message": "look around"}));
+    for role in ["user", "assistant", "toolResult", "assistant"] {
+        let end = g.event("message_end");
+        assert_eq!(end["message"]["role"], role);
+        let stored: Vec<Value> = lines(&path)
+            .into_iter()
+            .filter(|e| e["type"] == "message")
+            .map(|e| e["message"].clone())
+            .collect();
+        assert!(
+            stored.contains(&end["message"]),
+            "{role} message_end arrived before its entry was written: {}",
+            end["message"]
+        );
+    }
+    g.event("agent_end");
+}

@@ -1,8 +1,12 @@
 //! The `gjc-host` thread: owner of every callback the agent makes to the host (host tool calls,
-//! host URI requests, extension UI dialogs). It assigns ids, writes the request frame, routes the
-//! host's replies back to whoever waits, writes cancel frames, enforces deadlines, and rejects
-//! everything pending when stdin closes. Replies with unknown ids, duplicates and late replies
-//! after a cancel are logged and dropped.
+//! host URI requests, extension UI dialogs). It routes the host's replies back to whoever waits,
+//! writes cancel frames, enforces deadlines, and rejects everything pending when stdin closes.
+//! Replies with unknown ids, duplicates and late replies after a cancel are logged and dropped.
+//!
+//! A caller registers its callback and queues the request frame itself ([`HostHandle::call`],
+//! [`HostHandle::register`]): the broker learns of the call before the frame is queued, so no
+//! reply can reach it first, and a turn that waits on the host crosses no extra thread on its
+//! way out.
 
 pub mod terminal;
 pub mod tools;
@@ -10,6 +14,8 @@ pub mod ui;
 pub mod uri;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{after, never, select_biased, unbounded, Receiver, Sender};
@@ -37,15 +43,18 @@ pub enum HostRequest {
     },
 }
 
-/// One outbound callback. `frame` is built by `build` with the id the broker assigns.
+/// One outbound callback, registered under the id its caller was given.
 pub struct HostCall {
+    pub id: String,
     pub kind: CallKind,
-    pub build: Box<dyn FnOnce(String) -> Outbound + Send>,
     pub timeout: Option<Duration>,
-    pub reply: Sender<HostEvent>,
-    /// Lets the caller learn the id (to cancel later).
-    pub id_tx: Option<Sender<String>>,
+    pub reply: Deliver,
 }
+
+/// Where the broker hands a call's events: most callers wait on a channel
+/// ([`HostHandle::call`]); a host tool started without a thread turns them into the session's
+/// tool messages ([`HostHandle::call_with`]).
+pub type Deliver = Box<dyn FnMut(HostEvent) + Send>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallKind {
@@ -81,11 +90,69 @@ pub enum HostEvent {
 #[derive(Clone)]
 pub struct HostHandle {
     tx: Sender<HostRequest>,
+    /// Calls without a deadline, taken by the broker before it handles its next request.
+    quiet: Sender<HostCall>,
+    out: crate::output::OutTx,
+    /// The last id given out, shared by every handle of one broker.
+    next: Arc<AtomicU64>,
 }
 
 impl HostHandle {
-    pub fn call(&self, call: HostCall) {
-        let _ = self.tx.send(HostRequest::Call(call));
+    /// Registers a callback and writes its request frame (`build` makes it from the id); the
+    /// broker's answers come on `reply`. Returns the id (to cancel by), or `None` when the
+    /// broker has stopped and nothing was written.
+    pub fn call(
+        &self,
+        kind: CallKind,
+        timeout: Option<Duration>,
+        reply: Sender<HostEvent>,
+        build: impl FnOnce(String) -> Outbound,
+    ) -> Option<String> {
+        let deliver = Box::new(move |event| {
+            let _ = reply.send(event);
+        });
+        self.call_with(kind, timeout, deliver, build)
+    }
+
+    /// [`HostHandle::call`], with the broker handing each event to `reply` on its own thread.
+    pub fn call_with(
+        &self,
+        kind: CallKind,
+        timeout: Option<Duration>,
+        reply: Deliver,
+        build: impl FnOnce(String) -> Outbound,
+    ) -> Option<String> {
+        let id = self.register(kind, timeout, reply)?;
+        let _ = self.out.send(build(id.clone()));
+        Some(id)
+    }
+
+    /// Registers a callback whose request frame the caller queues itself, once this has
+    /// returned its id (the broker then knows the call before the host can answer it). `None`
+    /// when the broker has stopped.
+    pub fn register(
+        &self,
+        kind: CallKind,
+        timeout: Option<Duration>,
+        reply: Deliver,
+    ) -> Option<String> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("{}_{n}", prefix(kind));
+        let call = HostCall {
+            id: id.clone(),
+            kind,
+            timeout,
+            reply,
+        };
+        // A call with a deadline wakes the broker to arm its timer. One without waits in `quiet`
+        // until the broker wakes for something else: an answer or a cancel for it can only come
+        // after it, as a request, and the broker takes the quiet calls before any request (one
+        // wake-up and one context switch fewer on the way to the host).
+        let sent = match timeout {
+            Some(_) => self.tx.send(HostRequest::Call(call)).is_ok(),
+            None => self.quiet.send(call).is_ok(),
+        };
+        sent.then_some(id)
     }
 
     pub fn cancel(&self, id: String) {
@@ -105,15 +172,15 @@ impl HostHandle {
 
 struct Pending {
     kind: CallKind,
-    reply: Sender<HostEvent>,
+    reply: Deliver,
     deadline: Option<Instant>,
 }
 
 struct HostActor {
     requests: Receiver<HostRequest>,
+    quiet: Receiver<HostCall>,
     out: crate::output::OutTx,
     pending: HashMap<String, Pending>,
-    next: u64,
     cancel_next: u64,
 }
 
@@ -121,17 +188,24 @@ pub fn spawn(
     out: crate::output::OutTx,
 ) -> std::io::Result<(HostHandle, std::thread::JoinHandle<()>)> {
     let (tx, requests) = unbounded();
+    let (quiet_tx, quiet) = unbounded();
+    let handle = HostHandle {
+        tx,
+        quiet: quiet_tx,
+        out: out.clone(),
+        next: Arc::new(AtomicU64::new(0)),
+    };
     let actor = HostActor {
         requests,
+        quiet,
         out,
         pending: HashMap::new(),
-        next: 0,
         cancel_next: 0,
     };
     let thread = std::thread::Builder::new()
         .name("gjc-host".into())
         .spawn(move || actor.run())?;
-    Ok((HostHandle { tx }, thread))
+    Ok((handle, thread))
 }
 
 impl HostActor {
@@ -142,7 +216,7 @@ impl HostActor {
                 .map(|d| after(d.saturating_duration_since(Instant::now())))
                 .unwrap_or(never());
             select_biased! {
-                recv(self.requests) -> req => match req {
+                recv(self.requests) -> req => match self.take_quiet(req) {
                     Ok(HostRequest::Reply(reply)) => self.reply(reply),
                     Ok(HostRequest::Call(call)) => self.call(call),
                     Ok(HostRequest::Cancel { id }) => self.cancel(&id, "cancelled"),
@@ -155,23 +229,24 @@ impl HostActor {
         }
     }
 
-    fn call(&mut self, call: HostCall) {
-        self.next += 1;
-        let id = format!("{}_{}", prefix(call.kind), self.next);
-        if let Some(tx) = &call.id_tx {
-            let _ = tx.send(id.clone());
+    /// Registers the calls that came without waking the broker, before `req` is handled.
+    fn take_quiet<T>(&mut self, req: T) -> T {
+        while let Ok(call) = self.quiet.try_recv() {
+            self.call(call);
         }
-        let frame = (call.build)(id.clone());
+        req
+    }
+
+    fn call(&mut self, call: HostCall) {
         let deadline = call.timeout.map(|t| Instant::now() + t);
         self.pending.insert(
-            id,
+            call.id,
             Pending {
                 kind: call.kind,
                 reply: call.reply,
                 deadline,
             },
         );
-        let _ = self.out.send(frame);
     }
 
     /// Only a terminal call is answered this way; anything else under `id` keeps waiting.
@@ -180,7 +255,7 @@ impl HostActor {
             log::warn!("ignoring a terminal answer for {id}, which is not a running terminal");
             return;
         }
-        let Some(p) = self.pending.remove(id) else {
+        let Some(mut p) = self.pending.remove(id) else {
             return;
         };
         let event = match result {
@@ -191,12 +266,12 @@ impl HostActor {
                 timed_out: false,
             },
         };
-        let _ = p.reply.send(event);
+        (p.reply)(event);
     }
 
     fn reply(&mut self, reply: HostReply) {
         let id = reply.id().to_string();
-        let Some(pending) = self.pending.get(&id) else {
+        let Some(pending) = self.pending.get_mut(&id) else {
             log::warn!("ignoring host reply for unknown or finished id {id}");
             return;
         };
@@ -214,7 +289,7 @@ impl HostActor {
         }
         let event = match reply {
             HostReply::ToolUpdate(u) => {
-                let _ = pending.reply.send(HostEvent::ToolUpdate {
+                (pending.reply)(HostEvent::ToolUpdate {
                     id,
                     partial: u.partial_result,
                 });
@@ -228,8 +303,8 @@ impl HostActor {
             HostReply::UriResult(r) => HostEvent::UriResult(r),
             HostReply::UiResponse(r) => HostEvent::Ui(r),
         };
-        if let Some(p) = self.pending.remove(&id) {
-            let _ = p.reply.send(event);
+        if let Some(mut p) = self.pending.remove(&id) {
+            (p.reply)(event);
         }
     }
 
@@ -267,8 +342,8 @@ impl HostActor {
         self.rejected(p, id, reason);
     }
 
-    fn rejected(&self, p: Pending, id: &str, reason: &str) {
-        let _ = p.reply.send(HostEvent::Rejected {
+    fn rejected(&self, mut p: Pending, id: &str, reason: &str) {
+        (p.reply)(HostEvent::Rejected {
             id: id.to_string(),
             reason: reason.into(),
             timed_out: false,
@@ -284,8 +359,8 @@ impl HostActor {
             .map(|(k, _)| k.clone())
             .collect();
         for id in due {
-            if let Some(p) = self.pending.remove(&id) {
-                let _ = p.reply.send(HostEvent::Rejected {
+            if let Some(mut p) = self.pending.remove(&id) {
+                (p.reply)(HostEvent::Rejected {
                     id,
                     reason: "timed out".into(),
                     timed_out: true,
@@ -321,5 +396,78 @@ fn prefix(kind: CallKind) -> &'static str {
         CallKind::Uri => "uri",
         CallKind::Ui => "ui",
         CallKind::Terminal => "term",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::host_reply::HostToolResult;
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    /// A call without a deadline, with its events on a channel.
+    fn quiet_call(host: &HostHandle) -> (String, Receiver<HostEvent>) {
+        let (tx, rx) = unbounded();
+        let deliver: Deliver = Box::new(move |event| {
+            let _ = tx.send(event);
+        });
+        (host.register(CallKind::Tool, None, deliver).unwrap(), rx)
+    }
+
+    fn result(id: &str, text: &str) -> HostRequest {
+        HostRequest::Reply(HostReply::ToolResult(HostToolResult {
+            id: id.into(),
+            result: ToolOutput::text(text),
+            is_error: false,
+        }))
+    }
+
+    /// The broker is not woken for a call without a deadline, yet knows it by the time the
+    /// host's answer arrives; and calls are numbered by the handle, each kind on its own prefix.
+    #[test]
+    fn a_quiet_call_is_known_when_its_answer_comes() {
+        let (out, _frames, _wake) = crate::output::lane();
+        let (host, _thread) = spawn(out).unwrap();
+        let (first, first_rx) = quiet_call(&host);
+        let (second, second_rx) = quiet_call(&host);
+        assert_eq!((first.as_str(), second.as_str()), ("host_1", "host_2"));
+        host.sender().send(result(&second, "two")).unwrap();
+        host.sender().send(result(&first, "one")).unwrap();
+        for (rx, text) in [(second_rx, "two"), (first_rx, "one")] {
+            match rx.recv_timeout(WAIT).unwrap() {
+                HostEvent::ToolResult { result, .. } => {
+                    assert_eq!(result.content, ToolOutput::text(text).content)
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    /// A quiet call still pending at shutdown is cancelled towards the host and rejected
+    /// towards its waiter, like any other.
+    #[test]
+    fn shutdown_rejects_quiet_calls_and_cancels_them_on_the_wire() {
+        let (out, frames, _wake) = crate::output::lane();
+        let (host, thread) = spawn(out).unwrap();
+        let (id, rx) = quiet_call(&host);
+        host.shutdown("stdin closed");
+        thread.join().unwrap();
+        match rx.recv_timeout(WAIT).unwrap() {
+            HostEvent::Rejected { id: rejected, .. } => assert_eq!(rejected, id),
+            other => panic!("{other:?}"),
+        }
+        let cancel = frames.receivers().1.recv_timeout(WAIT).unwrap();
+        match cancel.frame {
+            Outbound::Frame(FlatFrame::HostToolCancel { target_id, .. }) => {
+                assert_eq!(target_id, id)
+            }
+            _ => panic!("not a host tool cancel"),
+        }
+        assert!(
+            host.register(CallKind::Tool, None, Box::new(|_| {}))
+                .is_none(),
+            "a stopped broker takes no call"
+        );
     }
 }

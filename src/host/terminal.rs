@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{unbounded, RecvTimeoutError};
 
-use super::{CallKind, HostCall, HostEvent, HostHandle};
+use super::{CallKind, HostEvent, HostHandle};
 use crate::protocol::terminal::{TerminalExit, TerminalFrame, TerminalRun};
 use crate::protocol::Outbound;
 
@@ -38,24 +38,17 @@ pub fn run(
     cancelled: &dyn Fn() -> bool,
 ) -> Result<TerminalExit, Failed> {
     let (reply, rx) = unbounded();
-    let (id_tx, id_rx) = unbounded();
-    host.call(HostCall {
-        kind: CallKind::Terminal,
-        build: Box::new(move |id| {
-            Outbound::Terminal(TerminalFrame::Run(TerminalRun {
-                id,
-                tool_call_id: c.tool_call_id,
-                command: c.command,
-                cwd: c.cwd,
-                timeout: c.timeout,
-                output_limit: c.output_limit,
-            }))
-        }),
-        timeout: None,
-        reply,
-        id_tx: Some(id_tx),
+    let call = host.call(CallKind::Terminal, None, reply, |id| {
+        Outbound::Terminal(TerminalFrame::Run(TerminalRun {
+            id,
+            tool_call_id: c.tool_call_id,
+            command: c.command,
+            cwd: c.cwd,
+            timeout: c.timeout,
+            output_limit: c.output_limit,
+        }))
     });
-    let Ok(id) = id_rx.recv_timeout(Duration::from_secs(5)) else {
+    let Some(id) = call else {
         return Err(Failed::Refused("the host broker is not running".into()));
     };
     loop {
@@ -63,7 +56,7 @@ pub fn run(
             host.cancel(id);
             return Err(Failed::Cancelled);
         }
-        match rx.recv_timeout(Duration::from_millis(10)) {
+        match crate::park::recv_timeout(&rx, Duration::from_millis(10)) {
             Ok(HostEvent::TerminalExit(exit)) => return Ok(exit),
             Ok(HostEvent::Rejected { reason, .. }) => return Err(Failed::Refused(reason)),
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crossbeam_channel::unbounded;
 use serde_json::Value;
 
-use super::{CallKind, HostCall, HostEvent, HostHandle};
+use super::{CallKind, HostEvent, HostHandle};
 use crate::protocol::command::HostToolDefinition;
 use crate::protocol::message::ToolOutput;
 use crate::protocol::{FlatFrame, Outbound};
@@ -95,48 +95,88 @@ impl Tool for HostTool {
 
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
         let (reply, rx) = unbounded();
-        let (id_tx, id_rx) = unbounded();
-        let (tool_call_id, tool_name, arguments) =
-            (ctx.call_id.clone(), self.name.clone(), args.clone());
-        self.host.call(HostCall {
-            kind: CallKind::Tool,
-            build: Box::new(move |id| {
-                Outbound::Frame(FlatFrame::HostToolCall {
-                    id,
-                    tool_call_id,
-                    tool_name,
-                    arguments,
-                })
-            }),
-            timeout: None,
-            reply,
-            id_tx: Some(id_tx),
-        });
-        let Ok(id) = id_rx.recv_timeout(Duration::from_secs(5)) else {
-            return ToolOutput::error("the host broker is not running");
+        let Some(id) = self.host.call(CallKind::Tool, None, reply, |id| {
+            self.frame(id, &ctx.call_id, args)
+        }) else {
+            return ToolOutput::error(NOT_RUNNING);
         };
         loop {
             if ctx.is_cancelled() {
                 self.host.cancel(id);
                 return ToolOutput::error("Host tool execution was aborted");
             }
-            match rx.recv_timeout(Duration::from_millis(10)) {
-                Ok(HostEvent::ToolUpdate { partial, .. }) => ctx.update(partial),
-                Ok(HostEvent::ToolResult {
-                    mut result,
-                    is_error,
-                    ..
-                }) => {
-                    result.is_error |= is_error;
-                    return result;
-                }
-                Ok(HostEvent::Rejected { reason, .. }) => return ToolOutput::error(reason),
-                Ok(_) => {}
+            match crate::park::recv_timeout(&rx, Duration::from_millis(10)) {
+                Ok(event) => match step(event) {
+                    Step::Update(partial) => ctx.update(partial),
+                    Step::Done(output) => return output,
+                    Step::Other => {}
+                },
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
                     return ToolOutput::error("the host broker stopped")
                 }
             }
+        }
+    }
+
+    fn as_host(&self) -> Option<&HostTool> {
+        Some(self)
+    }
+}
+
+const NOT_RUNNING: &str = "the host broker is not running";
+
+/// What a broker event means to a host tool call.
+pub enum Step {
+    Update(ToolOutput),
+    /// The call's output: the host's result, or the reason none will come.
+    Done(ToolOutput),
+    Other,
+}
+
+pub fn step(event: HostEvent) -> Step {
+    match event {
+        HostEvent::ToolUpdate { partial, .. } => Step::Update(partial),
+        HostEvent::ToolResult {
+            mut result,
+            is_error,
+            ..
+        } => {
+            result.is_error |= is_error;
+            Step::Done(result)
+        }
+        HostEvent::Rejected { reason, .. } => Step::Done(ToolOutput::error(reason)),
+        _ => Step::Other,
+    }
+}
+
+impl HostTool {
+    fn frame(&self, id: String, tool_call_id: &str, args: &Value) -> Outbound {
+        Outbound::Frame(FlatFrame::HostToolCall {
+            id,
+            tool_call_id: tool_call_id.to_string(),
+            tool_name: self.name.clone(),
+            arguments: args.clone(),
+        })
+    }
+
+    /// Starts a call with no thread waiting on it: the broker hands each step to `on` (on its
+    /// own thread) until a `Step::Done`. Returns the id to cancel by and the request frame,
+    /// which the caller queues behind the frames before it; or `Err` with the call's output
+    /// when the broker has stopped (then `on` is never called).
+    ///
+    /// A host tool's call is all waiting, so this saves the turn the two hand-offs through a
+    /// tool thread (`tools::start_on_host`), and its frame goes out with the ones before it.
+    pub fn start(
+        &self,
+        args: &Value,
+        tool_call_id: &str,
+        mut on: impl FnMut(Step) + Send + 'static,
+    ) -> Result<(String, Outbound), ToolOutput> {
+        let deliver = Box::new(move |event| on(step(event)));
+        match self.host.register(CallKind::Tool, None, deliver) {
+            Some(id) => Ok((id.clone(), self.frame(id, tool_call_id, args))),
+            None => Err(ToolOutput::error(NOT_RUNNING)),
         }
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crossbeam_channel::unbounded;
 use serde_json::{json, Map, Value};
 
-use super::{CallKind, HostCall, HostEvent, HostHandle};
+use super::{CallKind, HostEvent, HostHandle};
 use crate::protocol::message::ToolOutput;
 use crate::protocol::outbound::UiRequest;
 use crate::protocol::reply::TodoPhase;
@@ -44,32 +44,24 @@ pub fn show(
     timeout: Option<Duration>,
 ) -> Option<Shown> {
     let (reply, rx) = unbounded();
-    let (id_tx, id_rx) = unbounded();
     let mut fields = fields;
     if let Some(t) = timeout {
         fields.insert("timeout".into(), json!(t.as_millis() as u64));
     }
-    host.call(HostCall {
-        kind: CallKind::Ui,
-        build: Box::new(move |id| {
-            Outbound::Frame(FlatFrame::ExtensionUiRequest(UiRequest {
-                id,
-                method,
-                fields,
-            }))
-        }),
-        timeout,
-        reply,
-        id_tx: Some(id_tx),
-    });
-    let id = id_rx.recv_timeout(Duration::from_secs(5)).ok()?;
+    let id = host.call(CallKind::Ui, timeout, reply, |id| {
+        Outbound::Frame(FlatFrame::ExtensionUiRequest(UiRequest {
+            id,
+            method,
+            fields,
+        }))
+    })?;
     Some(Shown { id, rx })
 }
 
 impl Shown {
     /// The answer if it came within `wait`; `None` while the dialog is still open.
     pub fn poll(&self, wait: Duration) -> Option<Answer> {
-        match self.rx.recv_timeout(wait) {
+        match crate::park::recv_timeout(&self.rx, wait) {
             Ok(HostEvent::Ui(r)) if r.cancelled => Some(Answer::Cancelled {
                 timed_out: r.timed_out,
             }),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crossbeam_channel::unbounded;
 
-use super::{CallKind, HostCall, HostEvent, HostHandle};
+use super::{CallKind, HostEvent, HostHandle};
 use crate::protocol::command::HostUriSchemeDefinition;
 use crate::protocol::{FlatFrame, Outbound};
 
@@ -70,35 +70,22 @@ pub fn request(
     cancelled: &dyn Fn() -> bool,
 ) -> Result<UriReply, String> {
     let (reply, rx) = unbounded();
-    let (id_tx, id_rx) = unbounded();
-    let (url_owned, content_owned) = (url.to_string(), content.map(str::to_string));
-    host.call(HostCall {
-        kind: CallKind::Uri,
-        build: Box::new(move |id| {
+    let id = host
+        .call(CallKind::Uri, None, reply, |id| {
             Outbound::Frame(FlatFrame::HostUriRequest {
                 id,
-                operation: if content_owned.is_some() {
-                    "write"
-                } else {
-                    "read"
-                },
-                url: url_owned,
-                content: content_owned,
+                operation: if content.is_some() { "write" } else { "read" },
+                url: url.to_string(),
+                content: content.map(str::to_string),
             })
-        }),
-        timeout: None,
-        reply,
-        id_tx: Some(id_tx),
-    });
-    let id = id_rx
-        .recv_timeout(Duration::from_secs(5))
-        .map_err(|_| "the host broker is not running".to_string())?;
+        })
+        .ok_or_else(|| "the host broker is not running".to_string())?;
     loop {
         if cancelled() {
             host.cancel(id);
             return Err("Host URI request aborted".into());
         }
-        match rx.recv_timeout(Duration::from_millis(10)) {
+        match crate::park::recv_timeout(&rx, Duration::from_millis(10)) {
             Ok(HostEvent::UriResult(r)) if r.is_error => {
                 return Err(r
                     .error

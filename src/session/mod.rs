@@ -190,8 +190,13 @@ impl SessionLoop {
         self.start_hooks();
         self.recover_gates();
         while !self.closing {
-            // Everything produced so far goes out before the loop waits again.
-            self.flush_out();
+            // Everything produced so far goes out before the loop waits again. While the model
+            // stream's next events are already queued, the frames wait for theirs: what one read
+            // of the socket brought reaches the host in one write (one wake-up of the writer, and
+            // of the host), and nothing waits longer than the session takes to handle them.
+            if !self.stream_is_ahead() {
+                self.flush_out();
+            }
             if self.closing {
                 break;
             }
@@ -335,6 +340,15 @@ impl SessionLoop {
         self.ch.bash_tx.clone()
     }
 
+    /// More model stream events are queued, and the frames held back are few enough to wait for
+    /// theirs (see `run`).
+    fn stream_is_ahead(&self) -> bool {
+        const HELD_FRAMES: usize = 64;
+        !self.ch.provider.is_empty()
+            && self.ch.control.is_empty()
+            && self.outbox.len() < HELD_FRAMES
+    }
+
     /// Queues a frame (never blocking) with the others of the event being handled.
     pub fn send(&mut self, frame: Outbound) {
         self.flush_held();
@@ -347,6 +361,9 @@ impl SessionLoop {
     /// call, a hook, the host broker at shutdown), so those come after what led to them. A
     /// failed send means the writer is gone (stdout closed): shut down.
     pub fn flush_out(&mut self) {
+        // The file has every entry before a frame announces it.
+        self.state.store.write_queued();
+        self.emit_store_notices();
         for (frame, cost) in self.outbox.drain(..) {
             if self.ch.out.send_costed(frame, cost).is_err() {
                 self.closing = true;

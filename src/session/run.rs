@@ -170,8 +170,8 @@ impl SessionLoop {
         {
             self.write_selection();
         }
-        let entry_id = self.state.store.append_message(&message);
-        self.emit_store_notices();
+        // Written with the step's frames (`flush_out`), after the next request is on its way.
+        let entry_id = self.state.store.queue_message(&message);
         if let Some(run) = &mut self.run {
             run.produced.push(message.clone());
         }
@@ -422,9 +422,7 @@ impl SessionLoop {
                 mut results,
             } => {
                 if let Some((call, handle)) = running {
-                    handle
-                        .cancel
-                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                    handle.cancel();
                     self.bash.abort(JobOwner::Tool(call.id.clone()));
                     results.push(self.tool_result(&call, ToolOutput::error(ABORTED)));
                 }

@@ -82,16 +82,34 @@ impl SessionLoop {
                 policy: self.tool_policy,
             };
             let tool = crate::hooks::tool::HookedTool::wrap(tool, self.hooks.clone());
-            // The call's own frames (a host tool call, a dialog) come after its start.
-            self.flush_out();
-            let handle = tools::spawn(
-                tool,
-                call.arguments.clone(),
-                services,
-                call.id.clone(),
+            let direct = tools::start_on_host(
+                &*tool,
+                &call.arguments,
+                &call.id,
                 generation,
-                self.tool_tx(),
+                &self.tool_tx(),
             );
+            let handle = match direct {
+                // The host tool call's frame goes out with the frames before it.
+                Some(tools::Started { handle, frame }) => {
+                    if let Some(frame) = frame {
+                        self.send(frame);
+                    }
+                    handle
+                }
+                None => {
+                    // The call's own frames (a host tool call, a dialog) come after its start.
+                    self.flush_out();
+                    tools::spawn(
+                        tool,
+                        call.arguments.clone(),
+                        services,
+                        call.id.clone(),
+                        generation,
+                        self.tool_tx(),
+                    )
+                }
+            };
             if let Some(Run {
                 phase: Phase::Tools { running, .. },
                 ..

@@ -24,9 +24,11 @@ use crossbeam_channel::Sender;
 use serde_json::Value;
 
 use crate::exec::BashHandle;
+use crate::host::tools::Step;
 use crate::host::uri::UriScheme;
 use crate::host::HostHandle;
 use crate::protocol::message::ToolOutput;
+use crate::protocol::Outbound;
 use crate::provider::ToolSpec;
 
 /// What a tool may use while it runs.
@@ -134,6 +136,10 @@ pub trait Tool: Send + Sync {
     fn parameters(&self) -> Value;
     /// Runs the call. A failure is an `is_error` output, which the model sees.
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput;
+    /// A host tool, which `spawn` may start without a thread of its own.
+    fn as_host(&self) -> Option<&crate::host::tools::HostTool> {
+        None
+    }
 }
 
 /// The default active set (the seed's tool names).
@@ -313,7 +319,19 @@ pub enum ToolEvent {
 
 /// What the session keeps for a running call.
 pub struct ToolHandle {
-    pub cancel: Arc<AtomicBool>,
+    cancel: Arc<AtomicBool>,
+    /// A host tool call started without a thread: its broker and id.
+    host_call: Option<(HostHandle, String)>,
+}
+
+impl ToolHandle {
+    /// Asks the call to stop; its output, if it still sends one, no longer matters.
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::SeqCst);
+        if let Some((host, id)) = &self.host_call {
+            host.cancel(id.clone());
+        }
+    }
 }
 
 /// The threads tool calls run on: calls run one at a time, and a second thread is only needed
@@ -384,7 +402,74 @@ pub fn spawn(
     if let Err(e) = worker {
         log::error!("cannot start tool thread: {e}");
     }
-    ToolHandle { cancel }
+    ToolHandle {
+        cancel,
+        host_call: None,
+    }
+}
+
+/// A host tool call started without a thread ([`start_on_host`]).
+pub struct Started {
+    pub handle: ToolHandle,
+    /// The `host_tool_call` frame, for the caller to queue behind the call's start; `None` when
+    /// the call already ended (the broker had stopped).
+    pub frame: Option<Outbound>,
+}
+
+/// Starts a host tool's call with no tool thread when nothing needs one (no hook wraps it, and
+/// the approval guard has nothing to ask, which it never has for a tool that only reads): the
+/// broker turns the host's answers into this call's messages on `tx`. `None` when the call
+/// needs a thread (`spawn`).
+pub fn start_on_host(
+    tool: &dyn Tool,
+    args: &Value,
+    call_id: &str,
+    generation: u64,
+    tx: &Sender<ToolMsg>,
+) -> Option<Started> {
+    let host_tool = tool.as_host()?;
+    if guard::effect(tool.name(), args) != guard::Effect::ReadOnly {
+        return None;
+    }
+    log::debug!("host tool {} call {call_id} starts", tool.name());
+    let message = {
+        let call_id = call_id.to_string();
+        move |event| ToolMsg {
+            generation,
+            call_id: call_id.clone(),
+            event,
+        }
+    };
+    let to_session = tx.clone();
+    let send = move |event| {
+        let _ = to_session.send(message(event));
+    };
+    let on = {
+        let send = send.clone();
+        move |step| match step {
+            Step::Update(mut partial) => {
+                crate::secrets::scrub_output(&mut partial);
+                send(ToolEvent::Update(partial));
+            }
+            Step::Done(mut output) => {
+                crate::secrets::scrub_output(&mut output);
+                send(ToolEvent::Done(output));
+            }
+            Step::Other => {}
+        }
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (host_call, frame) = match host_tool.start(args, call_id, on) {
+        Ok((id, frame)) => (Some((host_tool.host.clone(), id)), Some(frame)),
+        Err(output) => {
+            send(ToolEvent::Done(output));
+            (None, None)
+        }
+    };
+    Some(Started {
+        handle: ToolHandle { cancel, host_call },
+        frame,
+    })
 }
 
 /// Reads an optional string argument.

@@ -15,6 +15,11 @@ use crate::protocol::message::AgentMessage;
 /// full for the rest of a long run.
 const MAX_PENDING: usize = 64 << 20;
 
+#[derive(serde::Serialize)]
+struct MessageFields<'a> {
+    message: &'a AgentMessage,
+}
+
 /// Where the file ends and what is still to be written to it.
 pub(super) struct Tail {
     /// The file's length after the last complete write; a failed write is cut back to it.
@@ -52,6 +57,15 @@ impl Tail {
             good_len: len,
             saved_leaf: leaf,
             ..Tail::default()
+        }
+    }
+}
+
+/// Entries still queued are written before the store goes (a session replaced or ended).
+impl Drop for Store {
+    fn drop(&mut self) {
+        if !self.tail.pending.is_empty() {
+            self.write_queued();
         }
     }
 }
@@ -94,6 +108,29 @@ impl Store {
     /// when this returns, or queued behind a failed write (then `error` says why); `Err` means it
     /// was given up.
     pub fn append(&mut self, kind: &str, fields: impl serde::Serialize) -> Result<EntryId, String> {
+        let id = self.queue(kind, fields)?;
+        self.settle().map(|()| id)
+    }
+
+    pub fn append_message(&mut self, message: &AgentMessage) -> Result<EntryId, String> {
+        self.append("message", MessageFields { message })
+    }
+
+    /// Queues a message entry without writing it: `write_queued` (or the next `append`)
+    /// writes it with whatever else is queued. The session queues a step's entries and writes
+    /// them after it has handed the next request to its thread, before the step's frames go
+    /// out, so the file still has every entry a frame announces.
+    pub fn queue_message(&mut self, message: &AgentMessage) -> Result<EntryId, String> {
+        self.queue("message", MessageFields { message })
+    }
+
+    /// Writes the queued entries (see `append` for a write that fails).
+    pub fn write_queued(&mut self) {
+        let _ = self.settle();
+    }
+
+    /// Makes the entry's line and queues it; returns its id.
+    fn queue(&mut self, kind: &str, fields: impl serde::Serialize) -> Result<EntryId, String> {
         let id = self.new_id();
         let at_ms = crate::ids::now_ms();
         self.last_kind = Some(kind.to_string());
@@ -107,22 +144,20 @@ impl Store {
         let line = format::entry_line(kind, &id, self.leaf.as_deref(), at_ms, fields)?;
         self.tail.pending.extend_from_slice(&line);
         self.leaf = Some(id.clone());
+        Ok(id)
+    }
+
+    /// Writes what is queued; a failure keeps it queued unless too much waits, which is
+    /// given up (`Err`).
+    fn settle(&mut self) -> Result<(), String> {
         match self.flush() {
-            Ok(()) => Ok(id),
-            Err(_) if self.tail.pending.len() <= self.tail.max_pending => Ok(id),
+            Ok(()) => Ok(()),
+            Err(_) if self.tail.pending.len() <= self.tail.max_pending => Ok(()),
             Err(e) => {
                 self.give_up_pending();
                 Err(e)
             }
         }
-    }
-
-    pub fn append_message(&mut self, message: &AgentMessage) -> Result<EntryId, String> {
-        #[derive(serde::Serialize)]
-        struct MessageFields<'a> {
-            message: &'a AgentMessage,
-        }
-        self.append("message", MessageFields { message })
     }
 
     /// Sets the title in the header, rewriting the file atomically when it exists.
@@ -225,6 +260,22 @@ mod tests {
     use super::super::load::load;
     use super::super::testing::{saved, texts, user};
     use super::super::write::test_disk;
+
+    /// Queued messages reach the file with the next write, in order and chained, and a store
+    /// dropped with messages still queued writes them.
+    #[test]
+    fn queued_messages_are_written_by_the_next_write_or_the_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, path) = saved(dir.path(), &["one"]);
+        s.queue_message(&user("two")).unwrap();
+        s.queue_message(&user("three")).unwrap();
+        assert_eq!(texts(&path), ["one"], "queued, not written yet");
+        s.write_queued();
+        assert_eq!(texts(&path), ["one", "two", "three"]);
+        s.queue_message(&user("four")).unwrap();
+        drop(s);
+        assert_eq!(texts(&path), ["one", "two", "three", "four"]);
+    }
 
     /// A write cut short by a full disk leaves the file loadable, keeps the entry queued, and
     /// the first write after space is freed puts it back in order and clears the error.
