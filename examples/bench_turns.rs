@@ -11,9 +11,10 @@
 //!   host-tool loop);
 //! - the chores floor: the same trivial process doing, besides, what any agent of this protocol
 //!   must do each turn, sized from gjc's own figures in the same run: send the conversation with
-//!   every request (bodies growing as gjc's did), write as many frames and bytes for a host that
-//!   parses each one, append to a session file, and, in the host-tool loop, wait for the host to
-//!   answer the tool call through those frames (instead of `cat`). This is the floor gjc is
+//!   every request (bodies growing as gjc's did), write the very frames gjc wrote in one turn from
+//!   the middle of its loop for a host that parses each one, append to a session file, and, in the
+//!   host-tool loop, wait for the host to answer the tool call through those frames (instead of
+//!   `cat`). This is the floor gjc is
 //!   judged against: the plain floor sends a few bytes per request, while every request of an
 //!   agent carries the whole conversation.
 //! - the shape floor (host-tool loop): the chores, done by the thread roles gjc's fixed design
@@ -28,8 +29,9 @@
 //!
 //! Run: `cargo build --release --bins --examples && target/release/examples/bench_turns`
 //! (`bench_turns 20 200` runs only those sizes; `no-usage` sends replies without usage;
-//! `host-only` or `bash-only` runs one of the loops; `GJC_BASE_BIN=<another gjc>` runs every
-//! loop with that binary too, for a baseline from the same run).
+//! `host-only` or `bash-only` runs one of the loops; `runs=N` repeats every loop N times (by
+//! default 25, 9 and 5 times for short, middle and long loops); `GJC_BASE_BIN=<another gjc>`
+//! runs every loop with that binary too, for a baseline from the same run).
 
 mod common;
 #[path = "../tests/support/fake_provider.rs"]
@@ -78,6 +80,9 @@ struct Figures {
     /// The request bodies' sizes, first and last (the last carries the whole conversation).
     first_body: usize,
     last_body: usize,
+    /// The frames of one turn from the middle of the loop, as gjc wrote them: the chores
+    /// floors write these very lines, so their host parses what gjc's host parsed.
+    sample: Vec<String>,
 }
 
 impl Figures {
@@ -86,6 +91,19 @@ impl Figures {
         let mut walls = self.walls.clone();
         walls.sort_by(f64::total_cmp);
         walls.get(walls.len() / 2).copied().unwrap_or(0.0)
+    }
+
+    /// Wall against `other`'s: the median of the ratios of runs made one after the other, which
+    /// saw the same machine (a loaded moment slows both).
+    fn ratio(&self, other: &Figures) -> f64 {
+        let mut ratios: Vec<f64> = self
+            .walls
+            .iter()
+            .zip(&other.walls)
+            .map(|(a, b)| a / b)
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        ratios.get(ratios.len() / 2).copied().unwrap_or(0.0)
     }
 
     fn add(&mut self, other: Figures) {
@@ -104,6 +122,9 @@ impl Figures {
         self.session_bytes += other.session_bytes;
         self.first_body = other.first_body;
         self.last_body = other.last_body;
+        if !other.sample.is_empty() {
+            self.sample = other.sample;
+        }
     }
 }
 
@@ -166,10 +187,24 @@ fn gjc_loop(fake: &FakeProvider, n: usize, kind: Kind, bin: &std::path::Path) ->
     c.request(json!({"type": "prompt", "message": "loop"}), WAIT)
         .unwrap();
     let (mut done, mut frames, mut frame_bytes) = (0, 0, 0);
+    // A turn's frames end with its host tool call, or with the end of its bash call.
+    let (mut turn, mut turns, mut sample) = (Vec::new(), 0, Vec::new());
     loop {
         let f = c.recv(WAIT).unwrap();
         frames += 1;
         frame_bytes += f.line.len() + 1;
+        turn.push(f.line.clone());
+        let ends_turn = match kind {
+            Kind::Host => f.value["type"] == "host_tool_call",
+            Kind::Bash => f.value["payload"]["event_type"] == "tool_execution_end",
+        };
+        if ends_turn {
+            turns += 1;
+            if turns == (n / 2).max(2) {
+                sample = std::mem::take(&mut turn);
+            }
+            turn.clear();
+        }
         if f.value["type"] == "host_tool_call" {
             c.send(&json!({"type": "host_tool_result", "id": f.value["id"], "result": {"content": [{"type": "text", "text": "hi"}]}}))
                 .unwrap();
@@ -206,6 +241,7 @@ fn gjc_loop(fake: &FakeProvider, n: usize, kind: Kind, bin: &std::path::Path) ->
         session_bytes: jsonl_bytes(home.path()),
         first_body: bodies.first().copied().unwrap_or(0),
         last_body: bodies.last().copied().unwrap_or(0),
+        sample,
     };
     c.close_stdin();
     c.wait_exit(Duration::from_secs(10));
@@ -259,6 +295,12 @@ fn floor_loop(
             .arg(if shape { "shape" } else { "chores" })
             .args(sizes);
     }
+    let dir = tempfile::tempdir().unwrap();
+    if let Some(g) = chores.filter(|g| !g.sample.is_empty()) {
+        let path = dir.path().join("frames.jsonl");
+        std::fs::write(&path, g.sample.join("\n")).unwrap();
+        floor.arg(path);
+    }
     let out = floor.stderr(Stdio::inherit()).output().unwrap();
     assert!(out.status.success(), "the floor process failed");
     let text = String::from_utf8(out.stdout).unwrap();
@@ -288,6 +330,8 @@ struct ChoreSizes {
     session_bytes: usize,
     first_body: usize,
     last_body: usize,
+    /// gjc's frames of one turn, written instead of padded ones of the same sizes.
+    sample: Vec<String>,
 }
 
 /// What any agent of this protocol must do each turn besides running the tool (the `chores`
@@ -375,12 +419,20 @@ impl Chores {
             shape.register(&id);
         }
         for k in 0..count {
-            let frame = if call && k == count - 1 {
-                json!({"type": "host_tool_call", "id": id, "toolName": "echo_host", "pad": pad})
-            } else {
-                json!({"type": "event", "payload": {"event_type": "message_update", "kind": k, "text": pad, "timestamp": i}})
+            let last_call = call && k == count - 1;
+            let mut line = match self.sizes.sample.get(k) {
+                // gjc's own frame; its tool call carries this turn's id.
+                Some(frame) if last_call => {
+                    let mut v: serde_json::Value = serde_json::from_str(frame).unwrap();
+                    v["id"] = json!(id);
+                    v.to_string()
+                }
+                Some(frame) => frame.clone(),
+                None if last_call => {
+                    json!({"type": "host_tool_call", "id": id, "toolName": "echo_host", "pad": pad}).to_string()
+                }
+                None => json!({"type": "event", "payload": {"event_type": "message_update", "kind": k, "text": pad, "timestamp": i}}).to_string(),
             };
-            let mut line = frame.to_string();
             line.push('\n');
             match (&mut self.frames, &self.shape) {
                 (Some(pipe), _) => pipe.write_all(line.as_bytes()).unwrap(),
@@ -652,16 +704,16 @@ fn print_row(name: &str, f: &Figures) {
     }
 }
 
-fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
+fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize], runs: Option<usize>) {
     for &n in sizes {
         // Short loops are repeated in fresh processes: CPU time moves in 10 ms ticks, and a
         // 20-iteration host-tool loop takes about one. Every loop is repeated, interleaved with
         // its floors, so that wall figures are medians over runs that saw the same machine.
-        let repeats = match n {
+        let repeats = runs.unwrap_or(match n {
             0..100 => 25,
             100..500 => 9,
             _ => 5,
-        };
+        });
         let (mut gjc, mut floor) = (Figures::default(), Figures::default());
         let base_bin = std::env::var_os("GJC_BASE_BIN").map(std::path::PathBuf::from);
         let (mut base, mut chores) = (Figures::default(), Figures::default());
@@ -701,16 +753,15 @@ fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize]) {
         if kind == Kind::Host {
             print_row("shape", &shape);
         }
-        let wall = Figures::wall;
         print!(
             "    gjc/floor wall {:.2}x, gjc/chores wall {:.2}x",
-            wall(&gjc) / wall(&floor),
-            wall(&gjc) / wall(&chores)
+            gjc.ratio(&floor),
+            gjc.ratio(&chores)
         );
         if kind == Kind::Host {
-            print!(", gjc/shape wall {:.2}x", wall(&gjc) / wall(&shape));
+            print!(", gjc/shape wall {:.2}x", gjc.ratio(&shape));
         }
-        println!();
+        println!(" (medians of the runs' ratios)");
     }
 }
 
@@ -719,12 +770,26 @@ fn main() {
     if args.first().map(String::as_str) == Some("floor") {
         let number = |i: usize| args[i].parse::<usize>().unwrap();
         let shape = args.get(4).is_some_and(|a| a == "shape");
-        let chores = (args.get(4).is_some_and(|a| a == "chores") || shape).then(|| ChoreSizes {
-            frames: number(5),
-            frame_bytes: number(6),
-            session_bytes: number(7),
-            first_body: number(8),
-            last_body: number(9),
+        let chores = (args.get(4).is_some_and(|a| a == "chores") || shape).then(|| {
+            let sample: Vec<String> = args
+                .get(10)
+                .map(|path| {
+                    let text = std::fs::read_to_string(path).unwrap();
+                    text.lines().map(str::to_string).collect()
+                })
+                .unwrap_or_default();
+            ChoreSizes {
+                frames: if sample.is_empty() {
+                    number(5)
+                } else {
+                    sample.len()
+                },
+                frame_bytes: number(6),
+                session_bytes: number(7),
+                first_body: number(8),
+                last_body: number(9),
+                sample,
+            }
         });
         return floor_main(&args[1], number(2), &args[3], chores, shape);
     }
@@ -735,14 +800,18 @@ fn main() {
     if sizes.is_empty() {
         sizes = vec![20, 200, 1000];
     }
+    // `runs=N`: every loop N times.
+    let runs = args
+        .iter()
+        .find_map(|a| a.strip_prefix("runs=").and_then(|n| n.parse().ok()));
     let fake = FakeProvider::start();
     fake.skip_bodies();
     println!("per-iteration cost against the loopback fake provider (openai-completions):");
     // `host-only` / `bash-only`: one of the two loops.
     if !args.iter().any(|a| a == "host-only") {
-        run(&fake, Kind::Bash, &sizes);
+        run(&fake, Kind::Bash, &sizes, runs);
     }
     if !args.iter().any(|a| a == "bash-only") {
-        run(&fake, Kind::Host, &sizes);
+        run(&fake, Kind::Host, &sizes, runs);
     }
 }

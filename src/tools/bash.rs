@@ -68,7 +68,7 @@ impl Tool for Bash {
                 ctx.bash.abort(owner.clone());
                 abort_sent = true;
             }
-            match rx.recv_timeout(Duration::from_millis(20)) {
+            match crate::park::recv_timeout(&rx, Duration::from_millis(20)) {
                 Ok(BashEvent::Output { text, .. }) => {
                     preview.push_str(&text);
                     trim_front(&mut preview, PREVIEW_BYTES);

@@ -72,7 +72,7 @@ pub fn open(ctx: &ToolContext, what: OpenWhat) -> Result<Option<crate::gates::Op
         if ctx.is_cancelled() {
             return Ok(None);
         }
-        match rx.recv_timeout(Duration::from_millis(20)) {
+        match crate::park::recv_timeout(&rx, Duration::from_millis(20)) {
             Ok(result) => return result.map(Some),
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             Err(_) => return Ok(None),
@@ -96,7 +96,7 @@ pub fn wait(
             });
             return None;
         }
-        match answers.recv_timeout(Duration::from_millis(20)) {
+        match crate::park::recv_timeout(answers, Duration::from_millis(20)) {
             Ok(answer) => return Some(answer),
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             Err(_) => return None,
