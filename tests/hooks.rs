@@ -377,3 +377,56 @@ fn is_zombie(pid: i32) -> bool {
         })
         .unwrap_or(true)
 }
+
+/// A host tool that a hook wraps runs on a tool thread (the hooks run there), not on the
+/// session's direct path: the hooks see the call, the host still gets it and answers it, and
+/// an abort while the host works still sends the cancel.
+#[test]
+fn a_hooked_host_tool_reaches_the_host_and_its_hooks() {
+    let echo = json!({"name": "echo_host", "description": "Echo from the host",
+        "parameters": {"type": "object", "properties": {"message": {"type": "string"}}}});
+    let (mut g, log, _dir) = with_hooks(
+        json!([
+            tool_call("echo_host", json!({"message": "hi"})),
+            say("done"),
+            tool_call("echo_host", json!({"message": "slow"}))
+        ]),
+        |dir, log| {
+            let h = script(dir, "record.sh", log, "exit 0");
+            let h = h.to_str().unwrap();
+            json!([
+                {"event": "before_tool_call", "command": h},
+                {"event": "after_tool_call", "command": h}
+            ])
+        },
+    );
+    g.ok(json!({"type": "set_host_tools", "tools": [echo]}));
+    g.ok(json!({"type": "prompt", "message": "echo"}));
+    let call = g
+        .client
+        .wait_for(|f| f["type"] == "host_tool_call", TIMEOUT)
+        .expect("host_tool_call");
+    assert_eq!(call["arguments"], json!({"message": "hi"}));
+    g.client.send(&json!({"type": "host_tool_result", "id": call["id"], "result": {"content": [{"type": "text", "text": "echo: hi"}]}})).unwrap();
+    assert_eq!(text(&tool_end(&mut g)), "echo: hi");
+    g.event("agent_end");
+    let events: Vec<String> = logged(&log)
+        .iter()
+        .filter(|e| e["toolName"] == "echo_host")
+        .map(|e| e["event"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(events, ["before_tool_call", "after_tool_call"]);
+
+    g.ok(json!({"type": "prompt", "message": "again"}));
+    let call = g
+        .client
+        .wait_for(|f| f["type"] == "host_tool_call", TIMEOUT)
+        .expect("host_tool_call");
+    g.ok(json!({"type": "abort"}));
+    let cancel = g
+        .client
+        .wait_for(|f| f["type"] == "host_tool_cancel", TIMEOUT)
+        .expect("host_tool_cancel");
+    assert_eq!(cancel["targetId"], call["id"]);
+    g.event("agent_end");
+}

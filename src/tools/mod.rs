@@ -546,3 +546,60 @@ pub(crate) mod tests {
         assert!(ToolRegistry::builtin(&["zzz".to_string()]).is_err());
     }
 }
+
+#[cfg(test)]
+mod host_call_tests {
+    use super::*;
+    use crate::host::tools::HostTool;
+    use crate::host::HostRequest;
+    use crate::protocol::command::HostToolDefinition;
+    use crate::protocol::host_reply::{HostReply, HostToolResult};
+    use crate::protocol::FlatFrame;
+    use serde_json::json;
+
+    /// A host tool starts on no thread: its frame comes back for the session to queue, and the
+    /// host's result reaches the session as the call's `Done`, tagged with the call. Any other
+    /// tool is left to `spawn`.
+    #[test]
+    fn a_host_tool_starts_on_no_thread() {
+        let (out, _frames, _wake) = crate::output::lane();
+        let (host, _thread) = crate::host::spawn(out).unwrap();
+        let def = HostToolDefinition {
+            name: "echo".into(),
+            label: None,
+            description: String::new(),
+            parameters: json!({"type": "object"}),
+        };
+        let tool = HostTool::new(def, host.clone());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let started = start_on_host(&*tool, &json!({"m": 1}), "call_1", 7, &tx).expect("direct");
+        let Some(Outbound::Frame(FlatFrame::HostToolCall {
+            id,
+            tool_call_id,
+            arguments,
+            ..
+        })) = started.frame
+        else {
+            panic!("no host tool call frame")
+        };
+        assert_eq!(
+            (tool_call_id.as_str(), arguments),
+            ("call_1", json!({"m": 1}))
+        );
+        let result = HostToolResult {
+            id,
+            result: ToolOutput::text("ok"),
+            is_error: true,
+        };
+        host.sender()
+            .send(HostRequest::Reply(HostReply::ToolResult(result)))
+            .unwrap();
+        let msg = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+        assert_eq!((msg.generation, msg.call_id.as_str()), (7, "call_1"));
+        match msg.event {
+            ToolEvent::Done(output) => assert!(output.is_error, "the host's isError is kept"),
+            _ => panic!("not the call's end"),
+        }
+        assert!(start_on_host(&read::Read, &json!({}), "call_2", 7, &tx).is_none());
+    }
+}
