@@ -340,13 +340,17 @@ impl SessionLoop {
         self.ch.bash_tx.clone()
     }
 
-    /// More model stream events are queued, and the frames held back are few enough to wait for
-    /// theirs (see `run`).
+    /// More model stream events are queued, and the frames held back are few and small enough
+    /// to wait for theirs (see `run`). A long reply in reference-shape frames, where every
+    /// update costs its snapshot, is handed over as it comes: a batch of those would back the
+    /// lane up and pause the commands behind it.
     fn stream_is_ahead(&self) -> bool {
         const HELD_FRAMES: usize = 64;
+        const HELD_BYTES: usize = 16 << 10;
         !self.ch.provider.is_empty()
             && self.ch.control.is_empty()
             && self.outbox.len() < HELD_FRAMES
+            && self.outbox.iter().map(|(_, cost)| cost).sum::<usize>() < HELD_BYTES
     }
 
     /// Queues a frame (never blocking) with the others of the event being handled.
