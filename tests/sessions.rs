@@ -460,3 +460,42 @@ fn the_file_holds_each_message_before_its_message_end_arrives() {
     }
     g.event("agent_end");
 }
+
+/// A listing reads every file whole (to count its messages), so it runs beside the session:
+/// a command sent after `list_sessions` is answered while a long session is still being read,
+/// and the listing still comes, complete.
+#[test]
+fn a_long_listing_does_not_hold_up_the_commands_after_it() {
+    let mut g = chat(vec![answer("x")]);
+    g.ok(json!({"type": "prompt", "message": "hello"}));
+    g.run_events();
+    let dir = session_file(&mut g).parent().unwrap().to_path_buf();
+    let big = dir.join("2026-01-01T00-00-00-000Z_big.jsonl");
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&big).unwrap());
+    writeln!(file, r#"{{"type":"session","version":3,"id":"big","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}}"#).unwrap();
+    let text = "x".repeat(64 << 10);
+    for i in 0..1500 {
+        writeln!(file, r#"{{"type":"message","id":"{i:08x}","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{{"role":"user","content":"{text}","timestamp":1}}}}"#).unwrap();
+    }
+    file.flush().unwrap();
+    g.client
+        .send(&json!({"type": "list_sessions", "id": "list"}))
+        .unwrap();
+    g.client
+        .send(&json!({"type": "get_state", "id": "state"}))
+        .unwrap();
+    let first = g
+        .client
+        .wait_for(|f| f["type"] == "response", TIMEOUT)
+        .unwrap();
+    assert_eq!(first["id"], "state", "get_state waited for the listing");
+    let listed = g
+        .client
+        .wait_for(|f| f["type"] == "response", TIMEOUT)
+        .unwrap();
+    assert_eq!(listed["id"], "list");
+    let sessions = listed["data"]["sessions"].as_array().unwrap();
+    let long = sessions.iter().find(|s| s["id"] == "big").expect("listed");
+    assert_eq!(long["messageCount"], 1500);
+    assert_eq!(sessions.len(), 2);
+}

@@ -108,13 +108,7 @@ impl SessionLoop {
             }
             Command::Branch(p) => self.branch(&p.entry_id),
             Command::GetBranchMessages(_) => self.branch_messages(),
-            Command::ListSessions(p) => data(&reply::Sessions {
-                sessions: super::store::list(
-                    &self.state.sessions_root,
-                    &self.state.session_dir,
-                    p.all,
-                ),
-            }),
+            Command::ListSessions(p) => return self.list_sessions(id, p.all),
             Command::ExportHtml(p) => self.export_html(p.output_path.as_deref()),
             Command::GetSessionStats(_) => match self.state.stats() {
                 Ok(stats) => data(&stats),

@@ -15,6 +15,7 @@ pub mod compaction;
 pub mod context;
 pub mod gates;
 pub mod hooks;
+pub mod listing;
 pub mod models;
 pub mod project;
 pub mod queue;
@@ -118,6 +119,9 @@ pub struct SessionLoop {
     /// Model discovery reports here (`models.rs`), and the `get_available_models` requests that
     /// wait for it.
     discovered: (Sender<models::Discovered>, Receiver<models::Discovered>),
+    /// `list_sessions` answers from `gjc-list` threads, and how many are still running.
+    listed: (Sender<listing::Listed>, Receiver<listing::Listed>),
+    listings: usize,
     models_waiting: Vec<Option<Value>>,
     /// This process's record in the session registry.
     registry: crate::registry::Registry,
@@ -145,6 +149,7 @@ enum Event {
     OutputDrained,
     PromptHook(crate::hooks::prompt::PromptHookDone),
     Discovered(models::Discovered),
+    Listed(listing::Listed),
 }
 
 impl SessionLoop {
@@ -175,6 +180,8 @@ impl SessionLoop {
             prompt_hooks: crossbeam_channel::bounded(16),
             // One discovery runs at a time.
             discovered: crossbeam_channel::bounded(1),
+            listed: crossbeam_channel::unbounded(),
+            listings: 0,
             models_waiting: Vec::new(),
             registry,
             held: None,
@@ -245,6 +252,7 @@ impl SessionLoop {
                 Event::OutputDrained => self.flush_held(),
                 Event::PromptHook(done) => self.on_prompt_hooks(done),
                 Event::Discovered(found) => self.on_discovered(found),
+                Event::Listed(listed) => self.on_listed(listed),
             }
         }
         self.shutdown();
@@ -286,6 +294,7 @@ impl SessionLoop {
             recv(self.ch.bash_events) -> m => m.map(Event::Bash).unwrap_or(Event::Timer),
             recv(self.prompt_hooks.1) -> m => m.map(Event::PromptHook).unwrap_or(Event::Timer),
             recv(self.discovered.1) -> m => m.map(Event::Discovered).unwrap_or(Event::Timer),
+            recv(self.listed.1) -> m => m.map(Event::Listed).unwrap_or(Event::Timer),
             recv(timer) -> _ => Event::Timer,
         }
     }
@@ -294,9 +303,10 @@ impl SessionLoop {
         if self.run.is_some() {
             self.abort_run();
         }
-        // Every accepted command gets its response: a running `bash`, and a model list still
-        // waiting for discovery, with the models that need no server.
+        // Every accepted command gets its response: a running `bash`, a model list still
+        // waiting for discovery (with the models that need no server), a session listing.
         self.answer_models_waiting(&[], Vec::new());
+        self.answer_listings();
         if let Some((id, _)) = self.user_bash.take() {
             self.respond(Response::err(
                 id,
