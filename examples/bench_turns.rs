@@ -23,8 +23,9 @@
 //!   waiter by a broker thread, every hand-off a crossbeam channel. On a machine with few cores
 //!   each hand-off is a wake-up and a context switch, which the one-thread floors never pay.
 //!
-//! gjc's CPU comes from /proc/<pid>/stat (clock ticks of 10 ms): the 20-iteration figure is the
-//! sum over 25 fresh processes. The fake provider does not parse request bodies here, so its
+//! gjc's CPU is the sum of its threads' `schedstat` (ns; no gjc thread ends during a loop), the
+//! floors' from /proc/<pid>/stat (clock ticks of 10 ms: their helper threads end before the
+//! last reading); the 20-iteration figures are sums over 25 fresh processes. The fake provider does not parse request bodies here, so its
 //! own work does not grow with the history.
 //!
 //! Run: `cargo build --release --bins --examples && target/release/examples/bench_turns`
@@ -182,7 +183,7 @@ fn gjc_loop(fake: &FakeProvider, n: usize, kind: Kind, bin: &std::path::Path) ->
     queue_turns(fake, n, kind);
     let connections = fake.connections();
     let tail_from = n - n / 5;
-    let (cpu0, t0) = (cpu_ms(pid).unwrap(), Instant::now());
+    let (cpu0, t0) = (threads_cpu_ms(pid).unwrap(), Instant::now());
     let (mut tail_cpu0, mut tail_t0) = (cpu0, t0);
     c.request(json!({"type": "prompt", "message": "loop"}), WAIT)
         .unwrap();
@@ -213,14 +214,14 @@ fn gjc_loop(fake: &FakeProvider, n: usize, kind: Kind, bin: &std::path::Path) ->
             Some("tool_execution_end") => {
                 done += 1;
                 if done == tail_from {
-                    (tail_cpu0, tail_t0) = (cpu_ms(pid).unwrap(), Instant::now());
+                    (tail_cpu0, tail_t0) = (threads_cpu_ms(pid).unwrap(), Instant::now());
                 }
             }
             Some("agent_end") => break,
             _ => {}
         }
     }
-    let (cpu1, wall) = (cpu_ms(pid).unwrap(), t0.elapsed());
+    let (cpu1, wall) = (threads_cpu_ms(pid).unwrap(), t0.elapsed());
     assert_eq!(done, n, "every turn ran its tool");
     let bodies: Vec<usize> = std::iter::from_fn(|| fake.try_request())
         .map(|r| r.body_len)
