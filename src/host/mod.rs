@@ -216,25 +216,27 @@ impl HostActor {
                 .map(|d| after(d.saturating_duration_since(Instant::now())))
                 .unwrap_or(never());
             select_biased! {
-                recv(self.requests) -> req => match self.take_quiet(req) {
-                    Ok(HostRequest::Reply(reply)) => self.reply(reply),
-                    Ok(HostRequest::Call(call)) => self.call(call),
-                    Ok(HostRequest::Cancel { id }) => self.cancel(&id, "cancelled"),
-                    Ok(HostRequest::TerminalDone { id, result }) => self.terminal_done(&id, result),
-                    Ok(HostRequest::Shutdown { reason }) => { self.reject_all(&reason); break; }
-                    Err(_) => { self.reject_all("RPC client disconnected"); break; }
+                recv(self.requests) -> req => {
+                    self.take_quiet();
+                    match req {
+                        Ok(HostRequest::Reply(reply)) => self.reply(reply),
+                        Ok(HostRequest::Call(call)) => self.call(call),
+                        Ok(HostRequest::Cancel { id }) => self.cancel(&id, "cancelled"),
+                        Ok(HostRequest::TerminalDone { id, result }) => self.terminal_done(&id, result),
+                        Ok(HostRequest::Shutdown { reason }) => { self.reject_all(&reason); break; }
+                        Err(_) => { self.reject_all("RPC client disconnected"); break; }
+                    }
                 },
                 recv(timer) -> _ => self.expire(),
             }
         }
     }
 
-    /// Registers the calls that came without waking the broker, before `req` is handled.
-    fn take_quiet<T>(&mut self, req: T) -> T {
+    /// Registers the calls that came without waking the broker (before any request is handled).
+    fn take_quiet(&mut self) {
         while let Ok(call) = self.quiet.try_recv() {
             self.call(call);
         }
-        req
     }
 
     fn call(&mut self, call: HostCall) {

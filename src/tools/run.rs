@@ -144,17 +144,13 @@ pub fn start_on_host(
         return None;
     }
     log::debug!("host tool {} call {call_id} starts", tool.name());
-    let message = {
-        let call_id = call_id.to_string();
-        move |event| ToolMsg {
-            generation,
-            call_id: call_id.clone(),
-            event,
-        }
-    };
-    let to_session = tx.clone();
+    let (to_session, id) = (tx.clone(), call_id.to_string());
     let send = move |event| {
-        let _ = to_session.send(message(event));
+        let _ = to_session.send(ToolMsg {
+            generation,
+            call_id: id.clone(),
+            event,
+        });
     };
     let on = {
         let send = send.clone();
