@@ -224,10 +224,19 @@ fn passing_secrets_to_tools_is_explicit_and_output_is_still_scrubbed() {
 
 /// Runs one scripted bash tool call with `env` set: gjc, the run's events, and the call's end.
 fn run_bash_tool(env: (&str, &str), command: &str) -> (crate::support::Gjc, Vec<Value>, Value) {
+    run_tool(env, "bash", json!({"command": command}))
+}
+
+/// Runs one scripted call of `tool` with `env` set: gjc, the run's events, and the call's end.
+fn run_tool(
+    env: (&str, &str),
+    tool: &str,
+    arguments: Value,
+) -> (crate::support::Gjc, Vec<Value>, Value) {
     let mut g = gjc()
         .env(env.0, env.1)
         .script(json!({"turns": [
-            {"content": [{"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": command}}]},
+            {"content": [{"type": "toolCall", "id": "c1", "name": tool, "arguments": arguments}]},
             {"content": [{"type": "text", "text": "ok"}]}
         ]}))
         .spawn();
@@ -314,10 +323,10 @@ fn a_crashed_role_thread_ends_the_process_with_a_failure() {
 
 #[test]
 fn a_panicking_tool_becomes_an_error_result() {
-    let (mut g, _, end) = run_bash_tool(("GJC_TEST_PANIC", "gjc-tool"), "echo hi");
+    let (mut g, _, end) = run_tool(("GJC_TEST_PANIC", "gjc-tool"), "ls", json!({}));
     assert_eq!(end["isError"], true);
     let text = end["result"]["content"][0]["text"].as_str().unwrap();
-    assert_eq!(text, "tool bash failed unexpectedly");
+    assert_eq!(text, "tool ls failed unexpectedly");
     g.ok(json!({"type": "get_state"}));
     assert_eq!(g.close_and_wait().and_then(|s| s.code()), Some(0));
 }

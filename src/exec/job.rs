@@ -11,10 +11,8 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Instant;
 
-use crossbeam_channel::Sender;
-
 use super::output::OutputSink;
-use super::{orphans, process, BashEvent, BashJob, BashResult, JobOwner};
+use super::{orphans, process, BashEvent, BashJob, BashResult, JobOwner, Reply};
 
 pub(super) struct Job {
     pub owner: JobOwner,
@@ -35,7 +33,7 @@ pub(super) struct Job {
     stream: bool,
     /// Bytes of a UTF-8 sequence split across reads, kept for the next chunk.
     pending_utf8: Vec<u8>,
-    pub reply: Sender<BashEvent>,
+    reply: Reply,
 }
 
 impl Job {
@@ -102,7 +100,7 @@ impl Job {
         self.pending_utf8.extend_from_slice(bytes);
         let text = take_valid_utf8(&mut self.pending_utf8);
         if !text.is_empty() {
-            let _ = self.reply.send(BashEvent::Output {
+            self.reply.send(BashEvent::Output {
                 owner: self.owner.clone(),
                 text,
             });
@@ -131,8 +129,8 @@ impl Job {
         self.child.is_none() && self.pipe.is_none()
     }
 
-    /// What the command produced, key values scrubbed.
-    pub fn result(self) -> BashResult {
+    /// What the command produced, key values scrubbed, and where it goes.
+    pub fn result(self) -> (BashResult, Reply) {
         let mut captured = self.sink.finish();
         if let std::borrow::Cow::Owned(clean) = crate::secrets::installed().scrub(&captured.output)
         {
@@ -142,7 +140,7 @@ impl Job {
             .status
             .and_then(|s| s.code())
             .filter(|_| !self.cancelled && !self.timed_out);
-        BashResult {
+        let result = BashResult {
             output: captured.output,
             exit_code,
             cancelled: self.cancelled,
@@ -152,7 +150,8 @@ impl Job {
             total_lines: captured.total_lines,
             full_output_path: captured.full_output_path,
             spawn_error: None,
-        }
+        };
+        (result, self.reply)
     }
 }
 

@@ -45,7 +45,41 @@ pub struct BashJob {
     pub timeout: Option<Duration>,
     /// Forward output chunks as they arrive (the bash tool streams them).
     pub stream: bool,
-    pub reply: Sender<BashEvent>,
+    pub reply: Reply,
+}
+
+/// Where a command's events go.
+pub enum Reply {
+    /// A channel its owner waits on.
+    Channel(Sender<BashEvent>),
+    /// Run on `gjc-bash` for each event: a tool call started on no thread of its own turns them
+    /// into its messages here, so no thread waits for the command.
+    Deliver(Box<dyn FnMut(BashEvent) + Send>),
+}
+
+impl Reply {
+    fn send(&mut self, event: BashEvent) {
+        match self {
+            Reply::Channel(tx) => {
+                let _ = tx.send(event);
+            }
+            Reply::Deliver(deliver) => {
+                // A fault in one command's delivery must not take the thread that runs every
+                // command down with it.
+                let delivered =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| deliver(event)));
+                if delivered.is_err() {
+                    log::error!("delivering a command's event failed");
+                }
+            }
+        }
+    }
+}
+
+impl From<Sender<BashEvent>> for Reply {
+    fn from(tx: Sender<BashEvent>) -> Reply {
+        Reply::Channel(tx)
+    }
 }
 
 pub enum BashRequest {
@@ -104,7 +138,6 @@ impl BashHandle {
     }
 
     pub fn run(&self, job: BashJob) {
-        test_panic_point();
         self.send(BashRequest::Run(job));
     }
 
@@ -306,7 +339,8 @@ impl BashActor {
                     spawn_error: Some(format!("cannot run command: {e}")),
                     ..empty_result()
                 };
-                let _ = job.reply.send(BashEvent::Exit {
+                let mut reply = job.reply;
+                reply.send(BashEvent::Exit {
                     owner: job.owner,
                     result,
                 });
@@ -318,11 +352,9 @@ impl BashActor {
     /// out, so a host that sees the result never sees the command's processes still alive.
     fn finish(&mut self, job: Job) {
         self.sweep(false);
-        let (owner, reply) = (job.owner.clone(), job.reply.clone());
-        let _ = reply.send(BashEvent::Exit {
-            owner,
-            result: job.result(),
-        });
+        let owner = job.owner.clone();
+        let (result, mut reply) = job.result();
+        reply.send(BashEvent::Exit { owner, result });
     }
 
     /// Kills escaped descendants of this runner's finished commands; at shutdown (`all`), of
@@ -410,8 +442,8 @@ impl BashActor {
 }
 
 /// Test-only, in debug builds: panics when `GJC_TEST_PANIC` names the current thread, so tests
-/// can see what a crash of that thread does. Called where role threads start and where shell
-/// commands are requested (from the session and from tool workers); release builds skip it.
+/// can see what a crash of that thread does. Called where role threads start and where a tool
+/// worker starts a call; release builds skip it.
 pub fn test_panic_point() {
     if !cfg!(debug_assertions) {
         return;
@@ -461,7 +493,7 @@ mod tests {
             cwd: dir.path().into(),
             timeout,
             stream: false,
-            reply: tx,
+            reply: tx.into(),
         });
         let result = loop {
             match rx

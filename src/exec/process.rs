@@ -23,13 +23,16 @@ pub struct Spawned {
     pub pgid: i32,
 }
 
-/// The shell used for commands: bash when present, else sh.
+/// The shell used for commands: bash when present, else sh (looked up once).
 pub fn shell() -> &'static str {
-    if Path::new("/bin/bash").exists() {
-        "/bin/bash"
-    } else {
-        "/bin/sh"
-    }
+    static SHELL: std::sync::OnceLock<&str> = std::sync::OnceLock::new();
+    SHELL.get_or_init(|| {
+        if Path::new("/bin/bash").exists() {
+            "/bin/bash"
+        } else {
+            "/bin/sh"
+        }
+    })
 }
 
 /// Runs `command` as command `id` of this process.

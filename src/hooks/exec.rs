@@ -67,7 +67,7 @@ pub fn run_cancellable(
         cwd: hooks.cwd.clone(),
         timeout: Some(hook.timeout),
         stream: false,
-        reply: tx,
+        reply: tx.into(),
     });
     if cancel.load(Ordering::SeqCst) {
         hooks.bash.abort(owner);

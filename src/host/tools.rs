@@ -166,7 +166,7 @@ impl HostTool {
     /// when the broker has stopped (then `on` is never called).
     ///
     /// A host tool's call is all waiting, so this saves the turn the two hand-offs through a
-    /// tool thread (`tools::start_on_host`), and its frame goes out with the ones before it.
+    /// tool thread (`tools::start_direct`), and its frame goes out with the ones before it.
     pub fn start(
         &self,
         args: &Value,

@@ -82,15 +82,16 @@ impl SessionLoop {
                 policy: self.tool_policy,
             };
             let tool = crate::hooks::tool::HookedTool::wrap(tool, self.hooks.clone());
-            let direct = tools::start_on_host(
+            let direct = tools::start_direct(
                 &*tool,
                 &call.arguments,
+                &services,
                 &call.id,
                 generation,
                 &self.tool_tx(),
             );
             let handle = match direct {
-                // The host tool call's frame goes out with the frames before it.
+                // A host tool call's frame goes out with the frames before it.
                 Some(tools::Started { handle, frame }) => {
                     if let Some(frame) = frame {
                         self.send(frame);

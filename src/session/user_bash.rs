@@ -30,7 +30,7 @@ impl SessionLoop {
             cwd: self.state.cwd.clone(),
             timeout: None,
             stream: false,
-            reply: self.bash_tx(),
+            reply: self.bash_tx().into(),
         });
     }
 

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::unbounded;
 use serde_json::{json, Value};
 
-use super::{str_arg, Tool, ToolContext};
-use crate::exec::{BashEvent, BashJob, BashResult, JobOwner};
+use super::{str_arg, Tool, ToolContext, ToolEvent};
+use crate::exec::{BashEvent, BashHandle, BashJob, BashResult, JobOwner, Reply};
 use crate::protocol::message::ToolOutput;
 
 const UPDATE_EVERY: Duration = Duration::from_millis(50);
@@ -40,11 +40,7 @@ impl Tool for Bash {
     }
 
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
-        let command = str_arg(args, "command").unwrap_or("").to_string();
-        let timeout = args
-            .get("timeout")
-            .and_then(Value::as_f64)
-            .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
+        let (command, timeout) = command_of(args);
         if ctx.policy.host_terminal {
             if let Some(host) = &ctx.host {
                 return super::terminal::run(host, command, timeout, ctx);
@@ -58,10 +54,9 @@ impl Tool for Bash {
             cwd: ctx.cwd.clone(),
             timeout,
             stream: true,
-            reply: tx,
+            reply: tx.into(),
         });
-        let mut preview = String::new();
-        let mut last_update = Instant::now();
+        let mut watch = Watch::new(timeout);
         let mut abort_sent = false;
         loop {
             if ctx.is_cancelled() && !abort_sent {
@@ -69,15 +64,11 @@ impl Tool for Bash {
                 abort_sent = true;
             }
             match crate::park::recv_timeout(&rx, Duration::from_millis(20)) {
-                Ok(BashEvent::Output { text, .. }) => {
-                    preview.push_str(&text);
-                    trim_front(&mut preview, PREVIEW_BYTES);
-                    if last_update.elapsed() >= UPDATE_EVERY {
-                        last_update = Instant::now();
-                        ctx.update(ToolOutput::text(preview.clone()));
-                    }
-                }
-                Ok(BashEvent::Exit { result, .. }) => return outcome(result, timeout),
+                Ok(event) => match watch.on(event) {
+                    Some(ToolEvent::Done(output)) => return output,
+                    Some(ToolEvent::Update(partial)) => ctx.update(partial),
+                    _ => {}
+                },
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
                     return ToolOutput::error(
@@ -85,6 +76,82 @@ impl Tool for Bash {
                     )
                 }
             }
+        }
+    }
+
+    fn as_bash(&self) -> Option<&Bash> {
+        Some(self)
+    }
+}
+
+impl Bash {
+    /// Starts the call on `gjc-bash` with no thread waiting for it: `deliver` gets the call's
+    /// updates and its end, on that thread. The call runs in `cwd` under the owner `owner`,
+    /// which stops it.
+    pub fn start(
+        &self,
+        args: &Value,
+        runner: &BashHandle,
+        cwd: std::path::PathBuf,
+        owner: JobOwner,
+        mut deliver: impl FnMut(ToolEvent) + Send + 'static,
+    ) {
+        let (command, timeout) = command_of(args);
+        let mut watch = Watch::new(timeout);
+        runner.run(BashJob {
+            owner,
+            command,
+            cwd,
+            timeout,
+            stream: true,
+            reply: Reply::Deliver(Box::new(move |event| {
+                if let Some(step) = watch.on(event) {
+                    deliver(step);
+                }
+            })),
+        });
+    }
+}
+
+/// The command and its timeout.
+fn command_of(args: &Value) -> (String, Option<Duration>) {
+    let command = str_arg(args, "command").unwrap_or("").to_string();
+    let timeout = args
+        .get("timeout")
+        .and_then(Value::as_f64)
+        .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
+    (command, timeout)
+}
+
+/// A running command's events, as the call's messages: the latest output at most every 50 ms,
+/// then the outcome.
+struct Watch {
+    preview: String,
+    last_update: Instant,
+    timeout: Option<Duration>,
+}
+
+impl Watch {
+    fn new(timeout: Option<Duration>) -> Watch {
+        Watch {
+            preview: String::new(),
+            last_update: Instant::now(),
+            timeout,
+        }
+    }
+
+    fn on(&mut self, event: BashEvent) -> Option<ToolEvent> {
+        match event {
+            BashEvent::Output { text, .. } => {
+                self.preview.push_str(&text);
+                trim_front(&mut self.preview, PREVIEW_BYTES);
+                if self.last_update.elapsed() < UPDATE_EVERY {
+                    return None;
+                }
+                self.last_update = Instant::now();
+                Some(ToolEvent::Update(ToolOutput::text(self.preview.clone())))
+            }
+            BashEvent::Exit { result, .. } => Some(ToolEvent::Done(outcome(result, self.timeout))),
         }
     }
 }

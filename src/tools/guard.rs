@@ -1,10 +1,10 @@
-//! What the host allows tool calls to do, checked inside each call's `gjc-tool` worker before
-//! the tool runs (`tools::spawn`): a read-only rule (edits and commands that may change something are refused),
-//! approval through the host (a `confirm` dialog naming the call, answered by the user), and
-//! whether local file reads and writes and shell commands are served by the host (an editor's
-//! unsaved buffers, its terminal) instead of the disk and gjc's own processes. The default allows
-//! everything and serves files from disk, as RPC mode always has; a front end that knows better
-//! sets the policy (`CommandFrame::Policy`).
+//! What the host allows tool calls to do, checked before the tool runs (inside its `gjc-tool`
+//! worker when the host must be asked, `tools::spawn`): a read-only rule (edits and commands
+//! that may change something are refused), approval through the host (a `confirm` dialog naming
+//! the call, answered by the user), and whether local file reads and writes and shell commands
+//! are served by the host (an editor's unsaved buffers, its terminal) instead of the disk and
+//! gjc's own processes. The default allows everything and serves files from disk, as RPC mode
+//! always has; a front end that knows better sets the policy (`CommandFrame::Policy`).
 
 use serde_json::{json, Map, Value};
 
@@ -57,16 +57,24 @@ pub fn effect(tool: &str, args: &Value) -> Effect {
     }
 }
 
-/// Checked in the call's worker before the tool runs: `None` to run it, else the refusal the
-/// model sees as the call's result. Asking the host waits for the user, cancellable by abort.
-pub fn refusal(tool: &str, args: &Value, ctx: &ToolContext) -> Option<ToolOutput> {
-    let policy = ctx.policy;
+/// What the policy says of a call before anyone is asked.
+#[derive(Debug)]
+pub enum Ruling {
+    Run,
+    /// The output the model sees instead of the call's.
+    Refuse(ToolOutput),
+    /// Only the host's user can say: a `confirm` dialog, which waits.
+    Ask,
+}
+
+/// The policy's word on a call, given whether a host can be asked.
+pub fn ruling(tool: &str, args: &Value, policy: ToolPolicy, has_host: bool) -> Ruling {
     let effect = effect(tool, args);
     if effect == Effect::ReadOnly {
-        return None;
+        return Ruling::Run;
     }
     if policy.read_only {
-        return Some(denied(format!(
+        return Ruling::Refuse(denied(format!(
             "{tool} was not run: plan mode is read-only (no edits, writes or shell commands). Describe the change in the plan instead."
         )));
     }
@@ -75,13 +83,22 @@ pub fn refusal(tool: &str, args: &Value, ctx: &ToolContext) -> Option<ToolOutput
         Approval::Commands => effect == Effect::Command,
         Approval::EditsAndCommands => true,
     };
-    if !asks {
-        return None;
-    }
-    let Some(host) = &ctx.host else {
-        return Some(denied(format!(
+    match (asks, has_host) {
+        (false, _) => Ruling::Run,
+        (true, true) => Ruling::Ask,
+        (true, false) => Ruling::Refuse(denied(format!(
             "{tool} needs approval and no host can give it"
-        )));
+        ))),
+    }
+}
+
+/// Checked in the call's worker before the tool runs: `None` to run it, else the refusal the
+/// model sees as the call's result. Asking the host waits for the user, cancellable by abort.
+pub fn refusal(tool: &str, args: &Value, ctx: &ToolContext) -> Option<ToolOutput> {
+    let host = match ruling(tool, args, ctx.policy, ctx.host.is_some()) {
+        Ruling::Run => return None,
+        Ruling::Refuse(output) => return Some(output),
+        Ruling::Ask => ctx.host.as_ref()?,
     };
     let mut fields = Map::new();
     fields.insert("title".into(), json!(format!("Allow {tool}?")));

@@ -18,7 +18,7 @@ pub mod terminal;
 pub mod todo;
 pub mod write;
 
-pub use run::{spawn, start_on_host, Started, ToolEvent, ToolHandle, ToolMsg};
+pub use run::{spawn, start_direct, Started, ToolEvent, ToolHandle, ToolMsg};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -139,6 +139,10 @@ pub trait Tool: Send + Sync {
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput;
     /// A host tool, which `spawn` may start without a thread of its own.
     fn as_host(&self) -> Option<&crate::host::tools::HostTool> {
+        None
+    }
+    /// The shell tool, which `spawn` may start without a thread of its own.
+    fn as_bash(&self) -> Option<&bash::Bash> {
         None
     }
 }
@@ -324,7 +328,7 @@ pub(crate) mod tests {
     use crate::protocol::message::Content;
     use std::sync::OnceLock;
 
-    fn bash() -> BashHandle {
+    pub fn bash() -> BashHandle {
         static BASH: OnceLock<BashHandle> = OnceLock::new();
         BASH.get_or_init(|| {
             let dir = std::env::temp_dir().join(format!("gjc-unit-{}", std::process::id()));

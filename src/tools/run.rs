@@ -1,6 +1,8 @@
-//! Running a call: on a kept `gjc-tool` thread (`spawn`), or, for a host tool with nothing
-//! to run around it, on no thread at all (`start_on_host`). Either way the session hears of it
-//! through `ToolMsg`s tagged with the run generation, and stops it through its `ToolHandle`.
+//! Running a call: on a kept `gjc-tool` thread (`spawn`), or, for a host tool or a shell
+//! command with nothing to run around it, on no thread of its own (`start_direct`): the broker
+//! or `gjc-bash`, which do the call's waiting anyway, turn its answers into its messages. Either
+//! way the session hears of it through `ToolMsg`s tagged with the run generation, and stops it
+//! through its `ToolHandle`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -9,7 +11,8 @@ use crossbeam_channel::Sender;
 use serde_json::Value;
 
 use super::{guard, Services, Tool, ToolContext};
-use crate::host::tools::Step;
+use crate::exec::{BashHandle, JobOwner};
+use crate::host::tools::{HostTool, Step};
 use crate::host::HostHandle;
 use crate::protocol::message::ToolOutput;
 use crate::protocol::Outbound;
@@ -32,16 +35,25 @@ pub enum ToolEvent {
 /// What the session keeps for a running call.
 pub struct ToolHandle {
     cancel: Arc<AtomicBool>,
-    /// A host tool call started without a thread: its broker and id.
-    host_call: Option<(HostHandle, String)>,
+    /// Who runs a call started without a thread, and is told to stop it.
+    direct: Option<Direct>,
+}
+
+enum Direct {
+    /// The broker, and the call's id there.
+    Host(HostHandle, String),
+    /// `gjc-bash`, and the call's command there.
+    Bash(BashHandle, JobOwner),
 }
 
 impl ToolHandle {
     /// Asks the call to stop; its output, if it still sends one, no longer matters.
     pub fn cancel(&self) {
         self.cancel.store(true, Ordering::SeqCst);
-        if let Some((host, id)) = &self.host_call {
-            host.cancel(id.clone());
+        match &self.direct {
+            Some(Direct::Host(host, id)) => host.cancel(id.clone()),
+            Some(Direct::Bash(bash, owner)) => bash.abort(owner.clone()),
+            None => {}
         }
     }
 }
@@ -95,6 +107,7 @@ pub fn spawn(
     let worker = TOOL_THREADS.run(move || {
         let started = std::time::Instant::now();
         let mut output = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::exec::test_panic_point();
             guard::refusal(tool.name(), &args, &ctx).unwrap_or_else(|| tool.execute(&args, &ctx))
         }))
         .unwrap_or_else(|_| ToolOutput::error(format!("tool {} failed unexpectedly", tool.name())));
@@ -116,42 +129,95 @@ pub fn spawn(
     }
     ToolHandle {
         cancel,
-        host_call: None,
+        direct: None,
     }
 }
 
-/// A host tool call started without a thread ([`start_on_host`]).
+/// A call started without a thread of its own ([`start_direct`]).
 pub struct Started {
     pub handle: ToolHandle,
-    /// The `host_tool_call` frame, for the caller to queue behind the call's start; `None` when
-    /// the call already ended (the broker had stopped).
+    /// A host tool call's `host_tool_call` frame, for the caller to queue behind the call's
+    /// start; `None` for other calls, and when the call already ended (the broker had stopped).
     pub frame: Option<Outbound>,
 }
 
-/// Starts a host tool's call with no tool thread when nothing needs one (no hook wraps it, and
-/// the approval guard has nothing to ask, which it never has for a tool that only reads): the
-/// broker turns the host's answers into this call's messages on `tx`. `None` when the call
-/// needs a thread (`spawn`).
-pub fn start_on_host(
+/// Starts a call with no thread of its own when nothing needs one: a host tool or the shell
+/// tool, no hook wrapping it, and nothing for the approval guard to ask (which it never has for
+/// a tool that only reads). `None` when the call needs a thread (`spawn`).
+pub fn start_direct(
     tool: &dyn Tool,
     args: &Value,
+    services: &Services,
     call_id: &str,
     generation: u64,
     tx: &Sender<ToolMsg>,
 ) -> Option<Started> {
-    let host_tool = tool.as_host()?;
-    if guard::effect(tool.name(), args) != guard::Effect::ReadOnly {
+    if tool.as_host().is_none() && (tool.as_bash().is_none() || services.policy.host_terminal) {
         return None;
     }
-    log::debug!("host tool {} call {call_id} starts", tool.name());
+    let send = messages(call_id, generation, tx);
+    let ruling = guard::ruling(tool.name(), args, services.policy, true);
+    let started = |direct, frame| Started {
+        handle: ToolHandle {
+            cancel: Arc::new(AtomicBool::new(false)),
+            direct,
+        },
+        frame,
+    };
+    match ruling {
+        guard::Ruling::Ask => None,
+        guard::Ruling::Refuse(output) => {
+            send(ToolEvent::Done(output));
+            Some(started(None, None))
+        }
+        guard::Ruling::Run => {
+            log::debug!("tool {} call {call_id} starts on no thread", tool.name());
+            if let Some(host_tool) = tool.as_host() {
+                let (direct, frame) = start_on_host(host_tool, args, call_id, send);
+                return Some(started(direct, frame));
+            }
+            let owner = JobOwner::Tool(call_id.to_string());
+            let bash = tool.as_bash()?;
+            bash.start(args, &services.bash, services.cwd.clone(), owner.clone(), {
+                let send = send.clone();
+                move |mut event| {
+                    if let ToolEvent::Update(out) | ToolEvent::Done(out) = &mut event {
+                        crate::secrets::scrub_output(out);
+                    }
+                    send(event)
+                }
+            });
+            Some(started(
+                Some(Direct::Bash(services.bash.clone(), owner)),
+                None,
+            ))
+        }
+    }
+}
+
+/// Sends one call's messages to the session.
+fn messages(
+    call_id: &str,
+    generation: u64,
+    tx: &Sender<ToolMsg>,
+) -> impl Fn(ToolEvent) + Clone + Send + 'static {
     let (to_session, id) = (tx.clone(), call_id.to_string());
-    let send = move |event| {
+    move |event| {
         let _ = to_session.send(ToolMsg {
             generation,
             call_id: id.clone(),
             event,
         });
-    };
+    }
+}
+
+/// The broker turns the host's answers into the call's messages.
+fn start_on_host(
+    host_tool: &HostTool,
+    args: &Value,
+    call_id: &str,
+    send: impl Fn(ToolEvent) + Clone + Send + 'static,
+) -> (Option<Direct>, Option<Outbound>) {
     let on = {
         let send = send.clone();
         move |step| match step {
@@ -166,46 +232,70 @@ pub fn start_on_host(
             Step::Other => {}
         }
     };
-    let cancel = Arc::new(AtomicBool::new(false));
-    let (host_call, frame) = match host_tool.start(args, call_id, on) {
-        Ok((id, frame)) => (Some((host_tool.host.clone(), id)), Some(frame)),
+    match host_tool.start(args, call_id, on) {
+        Ok((id, frame)) => (Some(Direct::Host(host_tool.host.clone(), id)), Some(frame)),
         Err(output) => {
             send(ToolEvent::Done(output));
             (None, None)
         }
-    };
-    Some(Started {
-        handle: ToolHandle { cancel, host_call },
-        frame,
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
-    use crate::host::tools::HostTool;
     use crate::host::HostRequest;
     use crate::protocol::command::HostToolDefinition;
     use crate::protocol::host_reply::{HostReply, HostToolResult};
     use crate::protocol::FlatFrame;
     use serde_json::json;
 
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// The services of a call, with the output lane's far end (kept open while they are used).
+    fn services(cwd: &std::path::Path, policy: guard::ToolPolicy) -> (Services, impl Sized) {
+        let (out, frames, wake) = crate::output::lane();
+        let (host, _thread) = crate::host::spawn(out).unwrap();
+        let services = Services {
+            cwd: cwd.to_path_buf(),
+            bash: crate::tools::tests::bash(),
+            host,
+            schemes: Arc::default(),
+            policy,
+        };
+        (services, (frames, wake))
+    }
+
+    /// The call's messages until its end: the updates' texts and the end.
+    fn until_done(rx: &crossbeam_channel::Receiver<ToolMsg>) -> (Vec<ToolMsg>, ToolOutput) {
+        let mut seen = Vec::new();
+        loop {
+            let msg = rx.recv_timeout(WAIT).expect("the call ends");
+            match msg.event {
+                ToolEvent::Done(output) => return (seen, output),
+                _ => seen.push(msg),
+            }
+        }
+    }
+
     /// A host tool starts on no thread: its frame comes back for the session to queue, and the
-    /// host's result reaches the session as the call's `Done`, tagged with the call. Any other
-    /// tool is left to `spawn`.
+    /// host's result reaches the session as the call's `Done`, tagged with the call.
     #[test]
     fn a_host_tool_starts_on_no_thread() {
-        let (out, _frames, _wake) = crate::output::lane();
-        let (host, _thread) = crate::host::spawn(out).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (services, _lane) = services(dir.path(), guard::ToolPolicy::default());
         let def = HostToolDefinition {
             name: "echo".into(),
             label: None,
             description: String::new(),
             parameters: json!({"type": "object"}),
         };
-        let tool = HostTool::new(def, host.clone());
+        let tool = HostTool::new(def, services.host.clone());
         let (tx, rx) = crossbeam_channel::unbounded();
-        let started = start_on_host(&*tool, &json!({"m": 1}), "call_1", 7, &tx).expect("direct");
+        let started =
+            start_direct(&*tool, &json!({"m": 1}), &services, "call_1", 7, &tx).expect("direct");
         let Some(Outbound::Frame(FlatFrame::HostToolCall {
             id,
             tool_call_id,
@@ -224,15 +314,85 @@ mod tests {
             result: ToolOutput::text("ok"),
             is_error: true,
         };
-        host.sender()
+        services
+            .host
+            .sender()
             .send(HostRequest::Reply(HostReply::ToolResult(result)))
             .unwrap();
-        let msg = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+        let msg = rx.recv_timeout(WAIT).unwrap();
         assert_eq!((msg.generation, msg.call_id.as_str()), (7, "call_1"));
         match msg.event {
             ToolEvent::Done(output) => assert!(output.is_error, "the host's isError is kept"),
             _ => panic!("not the call's end"),
         }
-        assert!(start_on_host(&super::super::read::Read, &json!({}), "call_2", 7, &tx).is_none());
+    }
+
+    /// The shell tool starts on no thread: `gjc-bash` sends the call's end, tagged with the call,
+    /// and the handle's cancel stops the command. Other tools, a command the host must approve
+    /// and a command for the host's terminal are left to `spawn`; plan mode refuses at once.
+    #[test]
+    fn a_shell_command_starts_on_no_thread() {
+        use super::super::bash::Bash;
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (plain, _lane) = services(dir.path(), guard::ToolPolicy::default());
+        let run = |args: Value, services: &Services| {
+            start_direct(&Bash, &args, services, "call_1", 3, &tx)
+        };
+
+        let started = run(json!({"command": "echo hi; exit 2"}), &plain).expect("direct");
+        assert!(started.frame.is_none());
+        let (_, output) = until_done(&rx);
+        assert!(output.is_error);
+        assert_eq!(
+            crate::tools::tests::text(&output),
+            "hi\n\nCommand exited with code 2"
+        );
+
+        let started = run(
+            json!({"command": "sleep 0.1; echo started; sleep 30"}),
+            &plain,
+        )
+        .expect("direct");
+        // Output comes as a preview once the call has run for 50 ms.
+        let msg = rx.recv_timeout(WAIT).expect("the first output");
+        assert_eq!((msg.generation, msg.call_id.as_str()), (3, "call_1"));
+        let ToolEvent::Update(preview) = msg.event else {
+            panic!("not a preview")
+        };
+        assert_eq!(crate::tools::tests::text(&preview), "started\n");
+        started.handle.cancel();
+        let (_, output) = until_done(&rx);
+        assert!(crate::tools::tests::text(&output).ends_with("Command aborted"));
+
+        let plan = guard::ToolPolicy {
+            read_only: true,
+            ..Default::default()
+        };
+        let started = run(json!({"command": "touch x"}), &services(dir.path(), plan).0);
+        assert!(started.expect("refused at once").frame.is_none());
+        let (_, output) = until_done(&rx);
+        assert_eq!(output.details, Some(json!({"denied": true})));
+        assert!(!dir.path().join("x").exists());
+
+        for policy in [
+            guard::ToolPolicy {
+                approval: guard::Approval::Commands,
+                ..Default::default()
+            },
+            guard::ToolPolicy {
+                host_terminal: true,
+                ..Default::default()
+            },
+        ] {
+            assert!(run(
+                json!({"command": "touch x"}),
+                &services(dir.path(), policy).0
+            )
+            .is_none());
+        }
+        let read = start_direct(&super::super::read::Read, &json!({}), &plain, "c", 3, &tx);
+        assert!(read.is_none());
+        assert!(rx.try_recv().is_err(), "nothing more was sent");
     }
 }
