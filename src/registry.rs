@@ -2,11 +2,10 @@
 //! session this process serves, so hosts and tools can find running agents (published clients
 //! list these files and delete records whose `pid` is gone).
 //!
-//! Records are written atomically (a temporary name that does not end in `.json`, then a rename):
-//! a reader that meets a half-written record deletes it. Every failure is logged and otherwise
-//! ignored; the registry never stops the agent.
+//! Records are written atomically (a temporary name that does not end in `.json`, then a
+//! rename), not durably (see `write_atomic`): a reader that meets a half-written record deletes
+//! it. Every failure is logged and otherwise ignored; the registry never stops the agent.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -111,13 +110,13 @@ fn write_atomic(dir: &Path, path: &Path, record: &Record) -> std::io::Result<()>
         std::process::id(),
         crate::ids::short_id()
     ));
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        serde_json::to_writer(&mut file, record)?;
-        file.write_all(b"\n")?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
+    // One write, and no fsync: a record describes a live process, so after a power loss it is
+    // stale whatever it holds, and readers delete records whose pid is gone (or that do not
+    // parse). The rename alone keeps a crash of gjc from leaving half a record under a `.json`
+    // name. The fsync cost about a millisecond on the session thread before its first command.
+    let mut line = serde_json::to_vec(record)?;
+    line.push(b'\n');
+    let result = std::fs::write(&tmp, &line).and_then(|()| std::fs::rename(&tmp, path));
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
