@@ -188,6 +188,9 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
     let (provider_tx, provider) = bounded(256);
     let (tool_tx, tool) = unbounded();
     let (bash_tx, bash_events) = unbounded();
+    // Unbounded like the broker's lane: the reader hands on each answer at once, so that one
+    // behind it (an abort) is never held up; the session takes each as it comes.
+    let (host_answers_tx, host_answers) = unbounded();
     let channels = Channels {
         control: control_rx,
         commands: command_rx,
@@ -200,6 +203,8 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         tool,
         bash_tx,
         bash_events,
+        host_answers_tx: host_answers_tx.clone(),
+        host_answers,
     };
     let bash_at_crash = bash.clone();
     let cwd = state.cwd.clone();
@@ -265,6 +270,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
             commands: command_tx,
             room,
             host: host.sender(),
+            host_tools: host_answers_tx,
         };
         // Never joined: a read blocked on a live stdin cannot be interrupted, and at a signal
         // the process exits with the reader still waiting.

@@ -7,6 +7,11 @@
 //! [`HostHandle::register`]): the broker learns of the call before the frame is queued, so no
 //! reply can reach it first, and a turn that waits on the host crosses no extra thread on its
 //! way out.
+//!
+//! A host tool call that the session started on no thread never comes here: the RPC reader hands
+//! host tool answers to the session, which answers its own call and passes every other answer
+//! on to the broker (`tools::start_direct`). Ids come from one counter per broker
+//! ([`HostHandle::mint`]), so the session's ids and cancels never collide with the broker's.
 
 pub mod terminal;
 pub mod tools;
@@ -136,8 +141,7 @@ impl HostHandle {
         timeout: Option<Duration>,
         reply: Deliver,
     ) -> Option<String> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = format!("{}_{n}", prefix(kind));
+        let id = self.mint(kind);
         let call = HostCall {
             id: id.clone(),
             kind,
@@ -157,6 +161,19 @@ impl HostHandle {
 
     pub fn cancel(&self, id: String) {
         let _ = self.tx.send(HostRequest::Cancel { id });
+    }
+
+    /// A new call id of `kind` (`host_3`), for a call the caller answers itself.
+    pub fn mint(&self, kind: CallKind) -> String {
+        mint(&self.next, prefix(kind))
+    }
+
+    /// The frame that withdraws a host tool call the caller answers itself.
+    pub fn tool_cancel(&self, target_id: &str) -> Outbound {
+        Outbound::Frame(FlatFrame::HostToolCancel {
+            id: mint(&self.next, "host_cancel"),
+            target_id: target_id.to_string(),
+        })
     }
 
     pub fn shutdown(&self, reason: &str) {
@@ -181,7 +198,8 @@ struct HostActor {
     quiet: Receiver<HostCall>,
     out: crate::output::OutTx,
     pending: HashMap<String, Pending>,
-    cancel_next: u64,
+    /// The handles' id counter: cancel ids come from it too.
+    next: Arc<AtomicU64>,
 }
 
 pub fn spawn(
@@ -189,18 +207,19 @@ pub fn spawn(
 ) -> std::io::Result<(HostHandle, std::thread::JoinHandle<()>)> {
     let (tx, requests) = unbounded();
     let (quiet_tx, quiet) = unbounded();
+    let next = Arc::new(AtomicU64::new(0));
     let handle = HostHandle {
         tx,
         quiet: quiet_tx,
         out: out.clone(),
-        next: Arc::new(AtomicU64::new(0)),
+        next: next.clone(),
     };
     let actor = HostActor {
         requests,
         quiet,
         out,
         pending: HashMap::new(),
-        cancel_next: 0,
+        next,
     };
     let thread = std::thread::Builder::new()
         .name("gjc-host".into())
@@ -314,8 +333,7 @@ impl HostActor {
         let Some(p) = self.pending.remove(id) else {
             return;
         };
-        self.cancel_next += 1;
-        let cancel_id = format!("{}_cancel_{}", prefix(p.kind), self.cancel_next);
+        let cancel_id = mint(&self.next, &format!("{}_cancel", prefix(p.kind)));
         let frame = match p.kind {
             CallKind::Tool => FlatFrame::HostToolCancel {
                 id: cancel_id,
@@ -389,6 +407,12 @@ impl HostActor {
             self.cancel(&id, &format!("{reason} before {what} completed"));
         }
     }
+}
+
+/// The next id on `next` under `prefix`.
+fn mint(next: &AtomicU64, prefix: &str) -> String {
+    let n = next.fetch_add(1, Ordering::Relaxed) + 1;
+    format!("{prefix}_{n}")
 }
 
 /// The prefix of a call's id, and of its cancel's.

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::{CallKind, HostEvent, HostHandle};
 use crate::protocol::command::HostToolDefinition;
+use crate::protocol::host_reply::HostReply;
 use crate::protocol::message::ToolOutput;
 use crate::protocol::{FlatFrame, Outbound};
 use crate::tools::{Tool, ToolContext};
@@ -160,23 +161,28 @@ impl HostTool {
         })
     }
 
-    /// Starts a call with no thread waiting on it: the broker hands each step to `on` (on its
-    /// own thread) until a `Step::Done`. Returns the id to cancel by and the request frame,
-    /// which the caller queues behind the frames before it; or `Err` with the call's output
-    /// when the broker has stopped (then `on` is never called).
+    /// Starts a call that the session answers itself (`tools::start_direct`): its id and its
+    /// request frame, which the caller queues behind the frames before it. The broker never
+    /// hears of it; the host's answers reach the session, which turns them into the call's
+    /// messages ([`answer`]) and withdraws the call with [`HostHandle::tool_cancel`].
     ///
-    /// A host tool's call is all waiting, so this saves the turn the two hand-offs through a
-    /// tool thread (`tools::start_direct`), and its frame goes out with the ones before it.
-    pub fn start(
-        &self,
-        args: &Value,
-        tool_call_id: &str,
-        mut on: impl FnMut(Step) + Send + 'static,
-    ) -> Result<(String, Outbound), ToolOutput> {
-        let deliver = Box::new(move |event| on(step(event)));
-        match self.host.register(CallKind::Tool, None, deliver) {
-            Some(id) => Ok((id.clone(), self.frame(id, tool_call_id, args))),
-            None => Err(ToolOutput::error(NOT_RUNNING)),
-        }
+    /// A host tool's call is all waiting, so this saves the turn the hand-offs through a tool
+    /// thread and through the broker: out, session → writer; back, reader → session.
+    pub fn start_direct(&self, args: &Value, tool_call_id: &str) -> (String, Outbound) {
+        let id = self.host.mint(CallKind::Tool);
+        (id.clone(), self.frame(id, tool_call_id, args))
+    }
+}
+
+/// What a host tool answer means to the call it names.
+pub fn answer(reply: HostReply) -> Step {
+    match reply {
+        HostReply::ToolUpdate(u) => Step::Update(u.partial_result),
+        HostReply::ToolResult(r) => step(HostEvent::ToolResult {
+            id: r.id,
+            result: r.result,
+            is_error: r.is_error,
+        }),
+        HostReply::UriResult(_) | HostReply::UiResponse(_) => Step::Other,
     }
 }

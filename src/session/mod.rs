@@ -39,6 +39,7 @@ use serde_json::Value;
 use crate::exec::{BashEvent, BashHandle};
 use crate::host::HostHandle;
 use crate::output::OutTx;
+use crate::protocol::host_reply::HostReply;
 use crate::protocol::message::StreamEvent;
 use crate::protocol::{AgentEvent, Command, Outbound, Response};
 use crate::provider::ProviderMsg;
@@ -88,6 +89,11 @@ pub struct Channels {
     pub tool: Receiver<ToolMsg>,
     pub bash_tx: Sender<BashEvent>,
     pub bash_events: Receiver<BashEvent>,
+    /// Host tool answers, from the RPC reader (`transport::stdin`): the session answers the
+    /// host tool calls it started itself and passes the others to the broker. The session holds
+    /// a sender too, so the lane stays open after the reader has gone.
+    pub host_answers_tx: Sender<HostReply>,
+    pub host_answers: Receiver<HostReply>,
 }
 
 pub struct SessionLoop {
@@ -144,6 +150,7 @@ enum Event {
     CommandsClosed,
     Provider(ProviderMsg),
     Tool(ToolMsg),
+    HostAnswer(HostReply),
     Bash(BashEvent),
     Timer,
     OutputDrained,
@@ -244,6 +251,7 @@ impl SessionLoop {
                 }
                 Event::Provider(msg) => self.on_provider(msg),
                 Event::Tool(msg) => self.on_tool(msg),
+                Event::HostAnswer(reply) => self.on_host_answer(reply),
                 Event::Bash(ev) => self.on_bash(ev),
                 Event::Timer => {
                     self.on_timer();
@@ -291,6 +299,7 @@ impl SessionLoop {
             },
             recv(self.ch.provider) -> m => m.map(Event::Provider).unwrap_or(Event::Timer),
             recv(self.ch.tool) -> m => m.map(Event::Tool).unwrap_or(Event::Timer),
+            recv(self.ch.host_answers) -> m => m.map(Event::HostAnswer).unwrap_or(Event::Timer),
             recv(self.ch.bash_events) -> m => m.map(Event::Bash).unwrap_or(Event::Timer),
             recv(self.prompt_hooks.1) -> m => m.map(Event::PromptHook).unwrap_or(Event::Timer),
             recv(self.discovered.1) -> m => m.map(Event::Discovered).unwrap_or(Event::Timer),

@@ -422,7 +422,9 @@ impl SessionLoop {
                 mut results,
             } => {
                 if let Some((call, handle)) = running {
-                    handle.cancel();
+                    if let Some(withdraw) = handle.cancel() {
+                        self.send(withdraw);
+                    }
                     self.bash.abort(JobOwner::Tool(call.id.clone()));
                     results.push(self.tool_result(&call, ToolOutput::error(ABORTED)));
                 }

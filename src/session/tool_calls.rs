@@ -7,6 +7,8 @@ use std::collections::VecDeque;
 use super::queue::InterruptMode;
 use super::run::{Phase, Run};
 use super::SessionLoop;
+use crate::host::HostRequest;
+use crate::protocol::host_reply::HostReply;
 use crate::protocol::message::{AgentMessage, StopReason, ToolCall, ToolOutput, ToolResultMessage};
 use crate::protocol::AgentEvent;
 use crate::tools::{self, ToolEvent, ToolMsg};
@@ -119,6 +121,30 @@ impl SessionLoop {
                 *running = Some((call, handle));
             }
             return;
+        }
+    }
+
+    /// A host tool answer from the reader: the running call's, when the session started it on
+    /// no thread (then it is the call's message); any other belongs to a call made from a tool
+    /// thread, or to none (late, unknown), and the broker, which knows those, gets it.
+    pub fn on_host_answer(&mut self, reply: HostReply) {
+        let ours = self.run.as_ref().and_then(|run| match &run.phase {
+            Phase::Tools {
+                running: Some((call, handle)),
+                ..
+            } if handle.host_call() == Some(reply.id()) => Some((run.generation, call.id.clone())),
+            _ => None,
+        });
+        let Some((generation, call_id)) = ours else {
+            let _ = self.host.sender().send(HostRequest::Reply(reply));
+            return;
+        };
+        if let Some(event) = tools::host_answer(reply) {
+            self.on_tool(ToolMsg {
+                generation,
+                call_id,
+                event,
+            });
         }
     }
 

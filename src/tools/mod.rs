@@ -18,7 +18,7 @@ pub mod terminal;
 pub mod todo;
 pub mod write;
 
-pub use run::{spawn, start_direct, Started, ToolEvent, ToolHandle, ToolMsg};
+pub use run::{host_answer, spawn, start_direct, Started, ToolEvent, ToolHandle, ToolMsg};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

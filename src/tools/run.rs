@@ -1,8 +1,8 @@
 //! Running a call: on a kept `gjc-tool` thread (`spawn`), or, for a host tool or a shell
-//! command with nothing to run around it, on no thread of its own (`start_direct`): the broker
-//! or `gjc-bash`, which do the call's waiting anyway, turn its answers into its messages. Either
-//! way the session hears of it through `ToolMsg`s tagged with the run generation, and stops it
-//! through its `ToolHandle`.
+//! command with nothing to run around it, on no thread of its own (`start_direct`): the session
+//! answers a host tool call itself when the host's answer reaches it, and `gjc-bash` turns a
+//! command's output and exit into the call's messages. Either way the session hears of the call
+//! through `ToolMsg`s tagged with the run generation, and stops it through its `ToolHandle`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,8 +12,9 @@ use serde_json::Value;
 
 use super::{guard, Services, Tool, ToolContext};
 use crate::exec::{BashHandle, JobOwner};
-use crate::host::tools::{HostTool, Step};
+use crate::host::tools::Step;
 use crate::host::HostHandle;
+use crate::protocol::host_reply::HostReply;
 use crate::protocol::message::ToolOutput;
 use crate::protocol::Outbound;
 
@@ -40,20 +41,33 @@ pub struct ToolHandle {
 }
 
 enum Direct {
-    /// The broker, and the call's id there.
+    /// A host tool call the session answers itself: its id, and the broker's handle, which
+    /// makes its cancel frame.
     Host(HostHandle, String),
     /// `gjc-bash`, and the call's command there.
     Bash(BashHandle, JobOwner),
 }
 
 impl ToolHandle {
-    /// Asks the call to stop; its output, if it still sends one, no longer matters.
-    pub fn cancel(&self) {
+    /// Asks the call to stop; its output, if it still sends one, no longer matters. Returns
+    /// the frame that withdraws a host tool call the session answers itself, for the session to
+    /// queue behind the call's own frame.
+    #[must_use]
+    pub fn cancel(&self) -> Option<Outbound> {
         self.cancel.store(true, Ordering::SeqCst);
         match &self.direct {
-            Some(Direct::Host(host, id)) => host.cancel(id.clone()),
+            Some(Direct::Host(host, id)) => return Some(host.tool_cancel(id)),
             Some(Direct::Bash(bash, owner)) => bash.abort(owner.clone()),
             None => {}
+        }
+        None
+    }
+
+    /// The id of the host tool call this is, when the session answers it itself.
+    pub fn host_call(&self) -> Option<&str> {
+        match &self.direct {
+            Some(Direct::Host(_, id)) => Some(id),
+            _ => None,
         }
     }
 }
@@ -137,13 +151,15 @@ pub fn spawn(
 pub struct Started {
     pub handle: ToolHandle,
     /// A host tool call's `host_tool_call` frame, for the caller to queue behind the call's
-    /// start; `None` for other calls, and when the call already ended (the broker had stopped).
+    /// start; `None` for other calls.
     pub frame: Option<Outbound>,
 }
 
 /// Starts a call with no thread of its own when nothing needs one: a host tool or the shell
 /// tool, no hook wrapping it, and nothing for the approval guard to ask (which it never has for
-/// a tool that only reads). `None` when the call needs a thread (`spawn`).
+/// a tool that only reads). `None` when the call needs a thread (`spawn`). The session answers
+/// a host tool call itself: it gets the host's answers and turns them into the call's messages
+/// with [`host_answer`].
 pub fn start_direct(
     tool: &dyn Tool,
     args: &Value,
@@ -173,8 +189,9 @@ pub fn start_direct(
         guard::Ruling::Run => {
             log::debug!("tool {} call {call_id} starts on no thread", tool.name());
             if let Some(host_tool) = tool.as_host() {
-                let (direct, frame) = start_on_host(host_tool, args, call_id, send);
-                return Some(started(direct, frame));
+                let (id, frame) = host_tool.start_direct(args, call_id);
+                let direct = Direct::Host(host_tool.host.clone(), id);
+                return Some(started(Some(direct), Some(frame)));
             }
             let owner = JobOwner::Tool(call_id.to_string());
             let bash = tool.as_bash()?;
@@ -211,33 +228,19 @@ fn messages(
     }
 }
 
-/// The broker turns the host's answers into the call's messages.
-fn start_on_host(
-    host_tool: &HostTool,
-    args: &Value,
-    call_id: &str,
-    send: impl Fn(ToolEvent) + Clone + Send + 'static,
-) -> (Option<Direct>, Option<Outbound>) {
-    let on = {
-        let send = send.clone();
-        move |step| match step {
-            Step::Update(mut partial) => {
-                crate::secrets::scrub_output(&mut partial);
-                send(ToolEvent::Update(partial));
-            }
-            Step::Done(mut output) => {
-                crate::secrets::scrub_output(&mut output);
-                send(ToolEvent::Done(output));
-            }
-            Step::Other => {}
+/// A host tool answer to a call the session answers itself, as the call's message (scrubbed
+/// like any tool output); `None` for an answer that is not a tool's.
+pub fn host_answer(reply: HostReply) -> Option<ToolEvent> {
+    match crate::host::tools::answer(reply) {
+        Step::Update(mut partial) => {
+            crate::secrets::scrub_output(&mut partial);
+            Some(ToolEvent::Update(partial))
         }
-    };
-    match host_tool.start(args, call_id, on) {
-        Ok((id, frame)) => (Some(Direct::Host(host_tool.host.clone(), id)), Some(frame)),
-        Err(output) => {
-            send(ToolEvent::Done(output));
-            (None, None)
+        Step::Done(mut output) => {
+            crate::secrets::scrub_output(&mut output);
+            Some(ToolEvent::Done(output))
         }
+        Step::Other => None,
     }
 }
 
@@ -246,9 +249,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::host::HostRequest;
     use crate::protocol::command::HostToolDefinition;
-    use crate::protocol::host_reply::{HostReply, HostToolResult};
+    use crate::protocol::host_reply::HostToolResult;
     use crate::protocol::FlatFrame;
     use serde_json::json;
 
@@ -280,8 +282,10 @@ mod tests {
         }
     }
 
-    /// A host tool starts on no thread: its frame comes back for the session to queue, and the
-    /// host's result reaches the session as the call's `Done`, tagged with the call.
+    /// A host tool starts on no thread and past the broker: its frame comes back for the
+    /// session to queue, the handle names the call so the session knows its answers, an answer
+    /// becomes the call's message (the host's `isError` kept), and a cancel is a frame for the
+    /// session to queue.
     #[test]
     fn a_host_tool_starts_on_no_thread() {
         let dir = tempfile::tempdir().unwrap();
@@ -292,7 +296,7 @@ mod tests {
             description: String::new(),
             parameters: json!({"type": "object"}),
         };
-        let tool = HostTool::new(def, services.host.clone());
+        let tool = crate::host::tools::HostTool::new(def, services.host.clone());
         let (tx, rx) = crossbeam_channel::unbounded();
         let started =
             start_direct(&*tool, &json!({"m": 1}), &services, "call_1", 7, &tx).expect("direct");
@@ -309,22 +313,26 @@ mod tests {
             (tool_call_id.as_str(), arguments),
             ("call_1", json!({"m": 1}))
         );
-        let result = HostToolResult {
-            id,
+        assert_eq!(started.handle.host_call(), Some(id.as_str()));
+        let answer = HostReply::ToolResult(HostToolResult {
+            id: id.clone(),
             result: ToolOutput::text("ok"),
             is_error: true,
+        });
+        let Some(ToolEvent::Done(output)) = host_answer(answer) else {
+            panic!("not the call's end")
         };
-        services
-            .host
-            .sender()
-            .send(HostRequest::Reply(HostReply::ToolResult(result)))
-            .unwrap();
-        let msg = rx.recv_timeout(WAIT).unwrap();
-        assert_eq!((msg.generation, msg.call_id.as_str()), (7, "call_1"));
-        match msg.event {
-            ToolEvent::Done(output) => assert!(output.is_error, "the host's isError is kept"),
-            _ => panic!("not the call's end"),
-        }
+        assert!(output.is_error, "the host's isError is kept");
+        let Some(Outbound::Frame(FlatFrame::HostToolCancel { target_id, .. })) =
+            started.handle.cancel()
+        else {
+            panic!("no cancel frame")
+        };
+        assert_eq!(target_id, id);
+        assert!(
+            rx.try_recv().is_err(),
+            "the session, not the broker, answers it"
+        );
     }
 
     /// The shell tool starts on no thread: `gjc-bash` sends the call's end, tagged with the call,
@@ -361,7 +369,10 @@ mod tests {
             panic!("not a preview")
         };
         assert_eq!(crate::tools::tests::text(&preview), "started\n");
-        started.handle.cancel();
+        assert!(
+            started.handle.cancel().is_none(),
+            "a command has no frame to withdraw"
+        );
         let (_, output) = until_done(&rx);
         assert!(crate::tools::tests::text(&output).ends_with("Command aborted"));
 

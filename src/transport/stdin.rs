@@ -1,6 +1,8 @@
 //! The `gjc-stdin` thread: reads stdin line by line with a size cap, decodes each line and routes
-//! it. Cancellations go to the control lane, host replies to `gjc-host`, everything else (including
-//! ready-made error responses, so they keep their place in the order) to the command lane.
+//! it. Cancellations go to the control lane, host tool answers to the session (which answers the
+//! host tool calls it made itself and passes the rest on), other host replies to `gjc-host`,
+//! everything else (including ready-made error responses, so they keep their place in the order)
+//! to the command lane.
 //!
 //! The command lane is bounded (`COMMAND_QUEUE` frames, `COMMAND_QUEUE_BYTES`). When it is full
 //! the reader keeps reading into a small lookahead (`LOOKAHEAD_LINES`, `LOOKAHEAD_BYTES`), so a
@@ -17,6 +19,7 @@ use std::io::{BufRead, ErrorKind, Read};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use crate::host::HostRequest;
+use crate::protocol::host_reply::HostReply;
 use crate::protocol::{decode_line, Inbound, Response, MAX_LINE_BYTES};
 use crate::room::Room;
 use crate::session::{CommandFrame, ControlFrame};
@@ -45,6 +48,8 @@ pub struct StdinRoutes {
     /// Told when the session takes from the lane (`crate::room`).
     pub room: Room,
     pub host: Sender<HostRequest>,
+    /// `host_tool_update` and `host_tool_result`, to the session.
+    pub host_tools: Sender<HostReply>,
 }
 
 /// Reads until EOF (or a read error, which is treated the same), then reports `InputClosed`.
@@ -54,6 +59,7 @@ pub fn run(input: impl Read, routes: StdinRoutes, max_line: usize) {
         commands,
         room,
         host,
+        host_tools,
     } = routes;
     let Some(mut lookahead) = Lookahead::start(commands, room) else {
         return;
@@ -87,6 +93,9 @@ pub fn run(input: impl Read, routes: StdinRoutes, max_line: usize) {
             }
             Inbound::Command { id, command } => {
                 lookahead.push(CommandFrame::Command { id, command }, weight)
+            }
+            Inbound::HostReply(reply @ (HostReply::ToolUpdate(_) | HostReply::ToolResult(_))) => {
+                let _ = host_tools.send(reply);
             }
             Inbound::HostReply(reply) => {
                 let _ = host.send(HostRequest::Reply(reply));
@@ -301,6 +310,7 @@ mod tests {
         commands: Receiver<CommandFrame>,
         taken: crate::room::Taken,
         host: Receiver<HostRequest>,
+        host_tools: Receiver<HostReply>,
     }
 
     impl Lanes {
@@ -318,12 +328,14 @@ mod tests {
         let (control_tx, control) = bounded(CONTROL_QUEUE);
         let (commands_tx, commands) = bounded(COMMAND_QUEUE);
         let (host_tx, host) = unbounded();
+        let (host_tools_tx, host_tools) = unbounded();
         let (taken, room) = crate::room::room();
         let routes = StdinRoutes {
             control: control_tx,
             commands: commands_tx,
             room,
             host: host_tx,
+            host_tools: host_tools_tx,
         };
         std::thread::spawn(move || run(std::io::Cursor::new(input), routes, MAX_LINE_BYTES));
         Lanes {
@@ -331,6 +343,7 @@ mod tests {
             commands,
             taken,
             host,
+            host_tools,
         }
     }
 
@@ -380,12 +393,20 @@ mod tests {
         input.extend_from_slice(
             b"{\"type\":\"extension_ui_response\",\"id\":\"ui_1\",\"confirmed\":true}\n",
         );
+        input.extend_from_slice(
+            b"{\"type\":\"host_tool_result\",\"id\":\"host_2\",\"result\":{\"content\":[]}}\n",
+        );
         let lanes = read_all(input);
-        // Nothing has been taken from the lane, yet the abort, the reply and EOF all arrive.
+        // Nothing has been taken from the lane, yet the abort, the replies and EOF all arrive:
+        // a dialog's answer at the broker, a host tool's at the session.
         expect_abort(&lanes.control, WAIT);
         match lanes.host.recv_timeout(WAIT) {
             Ok(HostRequest::Reply(HostReply::UiResponse(r))) => assert_eq!(r.id, "ui_1"),
             _ => panic!("expected the host reply"),
+        }
+        match lanes.host_tools.recv_timeout(WAIT) {
+            Ok(HostReply::ToolResult(r)) => assert_eq!(r.id, "host_2"),
+            _ => panic!("expected the host tool answer"),
         }
         assert!(matches!(
             lanes.control.recv_timeout(WAIT),
