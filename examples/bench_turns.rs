@@ -12,7 +12,8 @@
 //! - the chores floor: the same trivial process doing, besides, what any agent of this protocol
 //!   must do each turn, sized from gjc's own figures in the same run: send the conversation with
 //!   every request (bodies growing as gjc's did), write the very frames gjc wrote in one turn from
-//!   the middle of its loop for a host that parses each one, append to a session file, and, in the
+//!   the middle of its loop for a host that parses each one (a reader thread and an answering
+//!   thread, as the `RpcClient` that is gjc's host here), append to a session file, and, in the
 //!   host-tool loop, wait for the host to answer the tool call through those frames (instead of
 //!   `cat`). This is the floor gjc is
 //!   judged against: the plain floor sends a few bytes per request, while every request of an
@@ -362,10 +363,20 @@ impl Chores {
     fn start(sizes: ChoreSizes, shape: bool) -> Chores {
         let (reader, writer) = std::io::pipe().unwrap();
         let (answers, mut answer) = std::io::pipe().unwrap();
+        // The host, built as the `RpcClient` that plays it for gjc: a reader thread hands each
+        // line over a channel to the thread that parses it and answers.
+        let (lines_tx, lines) = unbounded::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(reader).lines() {
+                if lines_tx.send(line.unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
         let host = std::thread::spawn(move || {
             let mut parsed = 0;
-            for line in BufReader::new(reader).lines() {
-                let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+            for line in lines {
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
                 parsed += usize::from(v.is_object());
                 if v["type"] == "host_tool_call" {
                     let reply = json!({"type": "host_tool_result", "id": v["id"], "result": {"content": [{"type": "text", "text": "hi"}]}});
