@@ -132,7 +132,7 @@ pub fn spawn(launch: &Launch, stdin: BorrowedFd, output: BorrowedFd) -> io::Resu
     let output_copy = above_stdio(output)?;
     let argv = null_terminated(&launch.argv);
     let envp = null_terminated(&launch.envp);
-    let stack = ChildStack::new()?;
+    let stack_top = ChildStack::kept_top()?;
     let mut args = ChildArgs {
         program: launch.program.as_ptr(),
         argv: argv.as_ptr(),
@@ -150,14 +150,15 @@ pub fn spawn(launch: &Launch, stdin: BorrowedFd, output: BorrowedFd) -> io::Resu
         error: 0,
     };
     let pid = with_signals_blocked(|| {
-        // SAFETY: the child runs `child_main` on its own stack (`stack`, mapped and large enough)
-        // and keeps the rules in the module comment; `args` and everything its pointers reach
-        // live in this frame or in `launch`, and this thread is suspended (CLONE_VFORK) until
-        // the child has exec'd or exited, so none of it is freed or changed meanwhile.
+        // SAFETY: the child runs `child_main` on its own stack (this thread's kept stack,
+        // mapped and large enough, which only this thread uses) and keeps the rules in the
+        // module comment; `args` and everything its pointers reach live in this frame or in
+        // `launch`, and this thread is suspended (CLONE_VFORK) until the child has exec'd or
+        // exited, so none of it is freed or changed meanwhile.
         let pid = unsafe {
             libc::clone(
                 child_main,
-                stack.top(),
+                stack_top,
                 libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
                 ptr::addr_of_mut!(args).cast::<c_void>(),
             )
@@ -346,7 +347,24 @@ struct ChildStack {
     len: usize,
 }
 
+thread_local! {
+    /// The spawning thread's child stack, kept for its next spawn: mapping and unmapping one per
+    /// command cost three system calls and, at the unmap, a TLB shoot-down on every core running
+    /// one of gjc's threads. A child is done with the stack when `clone` returns (it has exec'd
+    /// or exited), and a thread spawns one child at a time.
+    static KEPT_STACK: std::cell::RefCell<Option<ChildStack>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 impl ChildStack {
+    /// The top of this thread's kept stack, mapped on first use; unmapped when the thread ends.
+    fn kept_top() -> io::Result<*mut c_void> {
+        KEPT_STACK.with_borrow_mut(|kept| match kept {
+            Some(stack) => Ok(stack.top()),
+            None => Ok(kept.insert(ChildStack::new()?).top()),
+        })
+    }
+
     fn new() -> io::Result<ChildStack> {
         // SAFETY: sysconf has no preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
@@ -426,6 +444,28 @@ mod tests {
                 comm == Some(name) && rest.split(' ').nth(1) == Some(me.as_str())
             })
             .count()
+    }
+
+    /// A thread keeps one child stack: after a child that failed before `execve` (and wrote
+    /// on the stack) and one that ran, the next child starts on the same stack and runs.
+    #[test]
+    fn the_child_stack_is_kept_and_reused() {
+        let spawner = std::thread::spawn(|| {
+            let run = |program: &str| -> io::Result<ExitStatus> {
+                let launch = Launch::shell_command(program, "exit 3", Path::new("/"), [])?;
+                let null = std::fs::File::open("/dev/null")?;
+                let (_reader, writer) = std::io::pipe()?;
+                let _shells = super::super::orphans::shells();
+                spawn(&launch, null.as_fd(), writer.as_fd())?.wait()
+            };
+            assert!(run("/nonexistent/sh").is_err());
+            let top = ChildStack::kept_top().unwrap();
+            for _ in 0..2 {
+                assert_eq!(run("/bin/sh").unwrap().code(), Some(3));
+                assert_eq!(ChildStack::kept_top().unwrap(), top, "the same stack");
+            }
+        });
+        spawner.join().unwrap();
     }
 
     #[test]
