@@ -7,7 +7,6 @@
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 
 use serde_json::value::RawValue;
 
@@ -18,7 +17,10 @@ use crate::protocol::Data;
 use crate::provider::catalog::Model;
 use crate::provider::history::{History, HistoryCache};
 
+mod file;
 mod slots;
+pub use file::Stamp;
+use file::{parse, read_span, Window};
 use slots::{At, Slots};
 
 /// Where a message's JSON sits in the session file.
@@ -46,34 +48,6 @@ struct Stored {
     /// The file as it was when its stored messages were last checked to be JSON: while it still
     /// looks so, they are copied out without being checked again.
     checked: Option<Stamp>,
-}
-
-/// What `fstat` says of a file's contents: its size and its last modification and change times.
-/// Any write through any descriptor moves at least one of them. Linux 6.13 and later give a
-/// change right after a `stat` a fine-grained ctime on ext4, xfs, btrfs and tmpfs (multigrain
-/// timestamps); elsewhere a same-size write within one clock tick of the stamp can go unseen, and
-/// the cost of that blind spot is one get_messages of damaged JSON, which the host's parser
-/// rejects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stamp {
-    len: u64,
-    modified: (i64, i64),
-    changed: (i64, i64),
-}
-
-impl Stamp {
-    pub fn of(file: &File) -> Option<Stamp> {
-        file.metadata().ok().map(|m| Stamp::from_metadata(&m))
-    }
-
-    pub fn from_metadata(m: &std::fs::Metadata) -> Stamp {
-        use std::os::unix::fs::MetadataExt;
-        Stamp {
-            len: m.size(),
-            modified: (m.mtime(), m.mtime_nsec()),
-            changed: (m.ctime(), m.ctime_nsec()),
-        }
-    }
 }
 
 #[derive(Debug, Default)]
@@ -334,76 +308,11 @@ impl Stored {
     }
 }
 
-/// The message stored at `span` of `file`, read on its own (`None` if it does not parse).
-fn read_span(file: &File, span: Span) -> std::io::Result<Option<AgentMessage>> {
-    let mut bytes = vec![0; span.len];
-    file.read_exact_at(&mut bytes, span.offset)?;
-    Ok(parse(&bytes))
-}
-
-/// Reads spans through one reused buffer. Spans along a session's path mostly follow each other
-/// in the file, so a long context costs a few large reads and no file-sized allocation.
-struct Window<'a> {
-    file: &'a File,
-    buf: Vec<u8>,
-    /// The file offset of `buf[0]`.
-    start: u64,
-}
-
-impl<'a> Window<'a> {
-    const SIZE: usize = 1 << 20;
-
-    fn new(file: &'a File) -> Window<'a> {
-        Window {
-            file,
-            buf: Vec::new(),
-            start: 0,
-        }
-    }
-
-    fn get(&mut self, span: Span) -> Result<&[u8], String> {
-        let end = span.offset + span.len as u64;
-        if span.offset < self.start || end > self.start + self.buf.len() as u64 {
-            self.fill(span.offset, span.len.max(Self::SIZE))?;
-        }
-        let at = (span.offset - self.start) as usize;
-        if at + span.len > self.buf.len() {
-            return Err("the session file is shorter than when it was loaded".into());
-        }
-        Ok(&self.buf[at..at + span.len])
-    }
-
-    /// Reads up to `len` bytes from `offset` (fewer at the end of the file).
-    fn fill(&mut self, offset: u64, len: usize) -> Result<(), String> {
-        self.buf.resize(len, 0);
-        let mut filled = 0;
-        while filled < len {
-            match self
-                .file
-                .read_at(&mut self.buf[filled..], offset + filled as u64)
-            {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("cannot read the session file again: {e}")),
-            }
-        }
-        self.buf.truncate(filled);
-        self.start = offset;
-        Ok(())
-    }
-}
-
-fn parse(bytes: &[u8]) -> Option<AgentMessage> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| log::warn!("skipping a stored message gjc cannot read: {e}"))
-        .ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::unix::fs::FileExt;
 
     /// A user message with a fixed timestamp, so two calls with one text compare equal.
     fn user(text: &str) -> AgentMessage {
