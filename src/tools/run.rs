@@ -195,15 +195,14 @@ pub fn start_direct(
             }
             let owner = JobOwner::Tool(call_id.to_string());
             let bash = tool.as_bash()?;
-            bash.start(args, &services.bash, services.cwd.clone(), owner.clone(), {
-                let send = send.clone();
-                move |mut event| {
-                    if let ToolEvent::Update(out) | ToolEvent::Done(out) = &mut event {
-                        crate::secrets::scrub_output(out);
-                    }
-                    send(event)
-                }
-            });
+            let deliver = move |event| send(scrubbed(event));
+            bash.start(
+                args,
+                &services.bash,
+                services.cwd.clone(),
+                owner.clone(),
+                deliver,
+            );
             Some(started(
                 Some(Direct::Bash(services.bash.clone(), owner)),
                 None,
@@ -217,7 +216,7 @@ fn messages(
     call_id: &str,
     generation: u64,
     tx: &Sender<ToolMsg>,
-) -> impl Fn(ToolEvent) + Clone + Send + 'static {
+) -> impl Fn(ToolEvent) + Send + 'static {
     let (to_session, id) = (tx.clone(), call_id.to_string());
     move |event| {
         let _ = to_session.send(ToolMsg {
@@ -231,17 +230,20 @@ fn messages(
 /// A host tool answer to a call the session answers itself, as the call's message (scrubbed
 /// like any tool output); `None` for an answer that is not a tool's.
 pub fn host_answer(reply: HostReply) -> Option<ToolEvent> {
-    match crate::host::tools::answer(reply) {
-        Step::Update(mut partial) => {
-            crate::secrets::scrub_output(&mut partial);
-            Some(ToolEvent::Update(partial))
-        }
-        Step::Done(mut output) => {
-            crate::secrets::scrub_output(&mut output);
-            Some(ToolEvent::Done(output))
-        }
-        Step::Other => None,
+    let event = match crate::host::tools::answer(reply) {
+        Step::Update(partial) => ToolEvent::Update(partial),
+        Step::Done(output) => ToolEvent::Done(output),
+        Step::Other => return None,
+    };
+    Some(scrubbed(event))
+}
+
+/// A call's message with key values scrubbed from its output, as from any tool.
+fn scrubbed(mut event: ToolEvent) -> ToolEvent {
+    if let ToolEvent::Update(out) | ToolEvent::Done(out) = &mut event {
+        crate::secrets::scrub_output(out);
     }
+    event
 }
 
 #[cfg(test)]
