@@ -221,6 +221,16 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
             .map(|m| format!("{}/{}", m.provider, m.id)),
     };
     let registry = crate::registry::Registry::new(&cli::agent_dir(), "stdio", &state.cwd);
+    let policy = match crate::sandbox::Policy::from_args(
+        args.sandbox.as_deref(),
+        acp,
+        args.sandbox_network,
+        &args.writable_root,
+    ) {
+        Ok(policy) => policy,
+        Err(e) => return fatal(&format!("--sandbox: {e}")),
+    };
+    let sandbox = crate::sandbox::Sandbox::new(policy, state.cwd.clone());
     let session = SessionLoop::new(
         state,
         channels,
@@ -228,6 +238,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         host.clone(),
         args.compact_updates,
         registry,
+        sandbox,
     );
     let (session_done_tx, session_done) = bounded(1);
     let session_thread = spawn("gjc-session", move || {

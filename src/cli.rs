@@ -101,6 +101,19 @@ pub struct Args {
     #[arg(long)]
     pub no_todo_reminders: bool,
 
+    /// The kernel sandbox commands run in: read-only, workspace-write or danger-full-access
+    /// (default: danger-full-access in RPC mode, workspace-write in ACP mode; docs/sandbox.md).
+    #[arg(long, value_name = "POLICY", value_parser = ["read-only", "workspace-write", "danger-full-access"])]
+    pub sandbox: Option<String>,
+
+    /// Let sandboxed commands use the network.
+    #[arg(long)]
+    pub sandbox_network: bool,
+
+    /// A folder sandboxed commands may write to besides the cwd and their temp dir (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub writable_root: Vec<PathBuf>,
+
     /// Print the protocol's JSON Schemas and exit: every file keyed by name (the default), or
     /// one of commands, responses, events, frames (the text of docs/schema/NAME.json).
     #[arg(

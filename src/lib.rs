@@ -57,6 +57,8 @@ pub mod registry;
 pub mod room;
 #[cfg(feature = "agent")]
 pub mod rules;
+#[cfg(all(feature = "agent", target_os = "linux"))]
+pub mod sandbox;
 #[cfg(feature = "agent")]
 pub mod secrets;
 #[cfg(feature = "agent")]

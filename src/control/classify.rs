@@ -32,10 +32,12 @@ pub enum ActionClass {
     HostUriRead,
     HostUriWrite,
     AuthLogin,
+    /// Commands may use the network in the sandbox (an unattended declaration's grant).
+    NetworkAccess,
 }
 
 impl ActionClass {
-    pub const ALL: [ActionClass; 20] = [
+    pub const ALL: [ActionClass; 21] = [
         ActionClass::CommandPrompt,
         ActionClass::CommandSession,
         ActionClass::CommandMessageRead,
@@ -56,6 +58,7 @@ impl ActionClass {
         ActionClass::HostUriRead,
         ActionClass::HostUriWrite,
         ActionClass::AuthLogin,
+        ActionClass::NetworkAccess,
     ];
 
     /// The wire name, as declared in `action_allowlist`.
@@ -81,7 +84,20 @@ impl ActionClass {
             ActionClass::HostUriRead => "host_uri.read",
             ActionClass::HostUriWrite => "host_uri.write",
             ActionClass::AuthLogin => "auth.login",
+            ActionClass::NetworkAccess => "network.access",
         }
+    }
+
+    /// Whether the class is one of writing or deleting files.
+    pub fn changes_files(self) -> bool {
+        matches!(
+            self,
+            ActionClass::BashMutating
+                | ActionClass::BashDestructive
+                | ActionClass::FileWrite
+                | ActionClass::FileDelete
+                | ActionClass::GitForcePush
+        )
     }
 
     pub fn parse(name: &str) -> Option<ActionClass> {

@@ -76,6 +76,16 @@ impl Plane {
         self.active.is_some()
     }
 
+    /// What the declaration lets commands do in the kernel sandbox: `(may write, may use the
+    /// network)`. Writing needs a class that changes files (`bash.mutating`, `bash.destructive`,
+    /// `file.write`, `file.delete`, `git.force_push`); the network needs `network.access`.
+    pub fn sandbox_limit(&self) -> Option<(bool, bool)> {
+        let allowed = &self.active.as_ref()?.declaration.action_allowlist;
+        let write = allowed.iter().any(|c| c.changes_files());
+        let network = allowed.contains(&ActionClass::NetworkAccess);
+        Some((write, network))
+    }
+
     /// `negotiate_unattended`: validates, opens the audit trail, and replaces any earlier
     /// negotiation (budgets and counters start over, the wall clock restarts).
     pub fn negotiate(

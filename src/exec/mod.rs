@@ -17,7 +17,7 @@ pub mod orphans;
 pub mod output;
 pub mod process;
 #[cfg(target_os = "linux")]
-mod spawn;
+pub(crate) mod spawn;
 mod wake;
 
 use std::collections::HashMap;
@@ -45,6 +45,11 @@ pub struct BashJob {
     pub timeout: Option<Duration>,
     /// Forward output chunks as they arrive (the bash tool streams them).
     pub stream: bool,
+    /// The sandbox the command runs in (`None`: none).
+    pub confine: process::Confine,
+    /// Where its stderr goes instead of the output pipe (a file gjc opened: a confined command
+    /// could not open one outside its writable roots itself).
+    pub stderr: Option<std::fs::File>,
     pub reply: Reply,
 }
 
@@ -330,7 +335,14 @@ impl BashActor {
         self.next_id += 1;
         let id = self.next_id;
         let spill = self.spill_path(id);
-        match process::spawn(&job.command, &job.cwd, (self.runner, id)) {
+        let spawned = process::spawn(
+            &job.command,
+            &job.cwd,
+            (self.runner, id),
+            job.confine.clone(),
+            job.stderr.as_ref(),
+        );
+        match spawned {
             Ok(spawned) => {
                 self.running.insert(id, Job::start(job, spawned, spill));
             }
@@ -493,6 +505,8 @@ mod tests {
             cwd: dir.path().into(),
             timeout,
             stream: false,
+            confine: None,
+            stderr: None,
             reply: tx.into(),
         });
         let result = loop {

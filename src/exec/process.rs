@@ -35,10 +35,31 @@ pub fn shell() -> &'static str {
     })
 }
 
+/// How a command is confined (`crate::sandbox`); `None` runs it unconfined.
+#[cfg(target_os = "linux")]
+pub type Confine = Option<std::sync::Arc<crate::sandbox::Confinement>>;
+#[cfg(not(target_os = "linux"))]
+pub type Confine = Option<std::convert::Infallible>;
+
+/// How a command is set up besides its text: its sandbox, and a file for its stderr.
+type Setup<'a> = (Confine, Option<&'a std::fs::File>);
+
 /// Runs `command` as command `id` of this process.
-pub fn spawn(command: &str, cwd: &Path, id: orphans::CommandId) -> std::io::Result<Spawned> {
+pub fn spawn(
+    command: &str,
+    cwd: &Path,
+    id: orphans::CommandId,
+    confine: Confine,
+    stderr: Option<&std::fs::File>,
+) -> std::io::Result<Spawned> {
     let hidden = crate::secrets::installed().hidden_env();
-    spawn_hiding(command, cwd, &orphans::marker(id), hidden)
+    spawn_hiding(
+        command,
+        cwd,
+        &orphans::marker(id),
+        hidden,
+        (confine, stderr),
+    )
 }
 
 /// `spawn` with the marker value and the variables to remove given.
@@ -47,9 +68,10 @@ fn spawn_hiding(
     cwd: &Path,
     marker: &str,
     hidden: &[String],
+    setup: Setup,
 ) -> std::io::Result<Spawned> {
     let (reader, writer) = std::io::pipe()?;
-    let child = start(command, cwd, marker, hidden, writer)?;
+    let child = start(command, cwd, marker, hidden, writer, setup)?;
     // `start` consumed the write end, so only the shell and its children hold it: EOF arrives
     // once they are all gone.
     let pgid = child.id() as i32;
@@ -67,30 +89,43 @@ fn start(
     marker: &str,
     hidden: &[String],
     output: PipeWriter,
+    (confine, stderr): Setup,
 ) -> std::io::Result<Shell> {
     #[cfg(target_os = "linux")]
     {
         use std::ffi::OsString;
         use std::os::fd::AsFd;
 
+        // A confined command writes its temporary files to the sandbox's private temp dir.
+        let tmpdir = confine.as_ref().and_then(|c| c.tmpdir.clone());
+        let own_tmpdir = tmpdir.is_some();
         let env = std::env::vars_os()
             .filter(|(name, _)| {
-                name != orphans::MARKER && !hidden.iter().any(|h| name == h.as_str())
+                name != orphans::MARKER
+                    && !(own_tmpdir && name == "TMPDIR")
+                    && !hidden.iter().any(|h| name == h.as_str())
             })
-            .chain([(OsString::from(orphans::MARKER), OsString::from(marker))]);
-        let launch = super::spawn::Launch::shell_command(shell(), command, cwd, env)?;
+            .chain([(OsString::from(orphans::MARKER), OsString::from(marker))])
+            .chain(tmpdir.map(|t| (OsString::from("TMPDIR"), t.into_os_string())));
+        let launch =
+            super::spawn::Launch::shell_command(shell(), command, cwd, env)?.confined(confine);
         let stdin = std::fs::File::open("/dev/null")?;
         let mut shells = orphans::shells();
-        let child = super::spawn::spawn(&launch, stdin.as_fd(), output.as_fd())?;
+        let stderr = stderr.map_or(output.as_fd(), |f| f.as_fd());
+        let child = super::spawn::spawn(&launch, stdin.as_fd(), output.as_fd(), stderr)?;
         shells.push(child.id() as i32);
         Ok(child)
     }
     #[cfg(not(target_os = "linux"))]
     {
+        let _ = confine;
         use std::os::unix::process::CommandExt;
         use std::process::{Command, Stdio};
 
-        let output_err = output.try_clone()?;
+        let output_err = match stderr {
+            Some(f) => Stdio::from(f.try_clone()?),
+            None => Stdio::from(output.try_clone()?),
+        };
         let mut cmd = Command::new(shell());
         cmd.arg("-c")
             .arg(command)
@@ -142,7 +177,7 @@ mod tests {
             mut child,
             mut output,
             ..
-        } = spawn_hiding(command, cwd, &marker, hidden).expect("spawn");
+        } = spawn_hiding(command, cwd, &marker, hidden, (None, None)).expect("spawn");
         let mut text = String::new();
         output.read_to_string(&mut text).expect("read output");
         let status = child.wait().expect("wait");
@@ -185,7 +220,7 @@ mod tests {
     fn a_missing_cwd_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("gone");
-        let err = match spawn_hiding("true", &missing, &test_marker(), &[]) {
+        let err = match spawn_hiding("true", &missing, &test_marker(), &[], (None, None)) {
             Err(e) => e,
             Ok(_) => panic!("spawned in a missing folder"),
         };
@@ -194,7 +229,13 @@ mod tests {
 
     #[test]
     fn a_nul_byte_in_the_command_is_an_error() {
-        let err = match spawn_hiding("echo a\0b", Path::new("/"), &test_marker(), &[]) {
+        let err = match spawn_hiding(
+            "echo a\0b",
+            Path::new("/"),
+            &test_marker(),
+            &[],
+            (None, None),
+        ) {
             Err(e) => e,
             Ok(_) => panic!("spawned a command with a NUL byte"),
         };
@@ -212,6 +253,7 @@ mod tests {
             Path::new("/"),
             &test_marker(),
             &[],
+            (None, None),
         )
         .expect("spawn");
         let mut stat = String::new();
@@ -264,7 +306,14 @@ mod tests {
     #[test]
     fn the_shell_is_killed_when_the_spawning_thread_ends() {
         let spawner = std::thread::spawn(|| {
-            spawn_hiding("exec sleep 30", Path::new("/"), &test_marker(), &[]).expect("spawn")
+            spawn_hiding(
+                "exec sleep 30",
+                Path::new("/"),
+                &test_marker(),
+                &[],
+                (None, None),
+            )
+            .expect("spawn")
         });
         let Spawned { mut child, .. } = spawner.join().unwrap();
         let status = wait_bounded(&mut child, 10_000);

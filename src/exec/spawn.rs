@@ -36,6 +36,8 @@ pub struct Launch {
     argv: Vec<CString>,
     envp: Vec<CString>,
     cwd: CString,
+    /// The sandbox the child enters before exec (`crate::sandbox`), kept alive with the launch.
+    confine: Option<std::sync::Arc<crate::sandbox::Confinement>>,
 }
 
 impl Launch {
@@ -68,7 +70,17 @@ impl Launch {
             argv,
             envp,
             cwd,
+            confine: None,
         })
+    }
+
+    /// The child confines itself (`sandbox::enter`) after its set-up, right before `execve`.
+    pub fn confined(
+        mut self,
+        confine: Option<std::sync::Arc<crate::sandbox::Confinement>>,
+    ) -> Self {
+        self.confine = confine;
+        self
     }
 }
 
@@ -123,13 +135,19 @@ impl Child {
     }
 }
 
-/// Starts `launch` in a new session with the parent-death signal set, stdin from `stdin` and
-/// stdout and stderr both to `output`. An error of any step before `execve` (a missing cwd or
+/// Starts `launch` in a new session with the parent-death signal set, stdin from `stdin`,
+/// stdout to `output` and stderr to `stderr`. An error of any step before `execve` (a missing cwd or
 /// shell) comes back as that step's OS error, and the child is reaped.
-pub fn spawn(launch: &Launch, stdin: BorrowedFd, output: BorrowedFd) -> io::Result<Child> {
+pub fn spawn(
+    launch: &Launch,
+    stdin: BorrowedFd,
+    output: BorrowedFd,
+    stderr: BorrowedFd,
+) -> io::Result<Child> {
     // The child's dup2 calls need sources that no earlier dup2 overwrites.
     let stdin_copy = above_stdio(stdin)?;
     let output_copy = above_stdio(output)?;
+    let stderr_copy = above_stdio(stderr)?;
     let argv = null_terminated(&launch.argv);
     let envp = null_terminated(&launch.envp);
     let stack_top = ChildStack::kept_top()?;
@@ -144,9 +162,13 @@ pub fn spawn(launch: &Launch, stdin: BorrowedFd, output: BorrowedFd) -> io::Resu
         output: output_copy
             .as_ref()
             .map_or(output.as_raw_fd(), |f| f.as_raw_fd()),
+        stderr: stderr_copy
+            .as_ref()
+            .map_or(stderr.as_raw_fd(), |f| f.as_raw_fd()),
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         last_signal: libc::SIGRTMAX(),
+        confine: launch.confine.as_ref().map(|c| c.raw()),
         error: 0,
     };
     let pid = with_signals_blocked(|| {
@@ -187,10 +209,13 @@ struct ChildArgs {
     cwd: *const c_char,
     stdin: RawFd,
     output: RawFd,
+    stderr: RawFd,
     /// Who the parent is, to notice a parent that died before the death signal was armed.
     parent: libc::pid_t,
     /// The highest signal number (real-time signals included).
     last_signal: c_int,
+    /// The sandbox to enter, pointing into the `Launch`'s confinement.
+    confine: Option<crate::sandbox::RawConfinement>,
     /// The errno of the step that failed; 0 while none has.
     error: c_int,
 }
@@ -232,7 +257,7 @@ unsafe fn exec(args: &ChildArgs) -> c_int {
     for (from, to) in [
         (args.stdin, libc::STDIN_FILENO),
         (args.output, libc::STDOUT_FILENO),
-        (args.output, libc::STDERR_FILENO),
+        (args.stderr, libc::STDERR_FILENO),
     ] {
         // `spawn` keeps the sources above 2, so the copies are fresh (close-on-exec cleared).
         if libc::dup2(from, to) < 0 {
@@ -241,6 +266,12 @@ unsafe fn exec(args: &ChildArgs) -> c_int {
     }
     if libc::chdir(args.cwd) < 0 {
         return errno();
+    }
+    // Last, so every step above ran unconfined (the cwd may lie outside the writable roots).
+    if let Some(confine) = &args.confine {
+        if let Err(e) = crate::sandbox::enter(confine) {
+            return e;
+        }
     }
     // Signals arriving from here on see only default or ignored dispositions.
     let mut none: libc::sigset_t = std::mem::zeroed();
@@ -421,7 +452,7 @@ mod tests {
                 let launch = Launch::shell_command(program, "true", Path::new(cwd), [])?;
                 let null = std::fs::File::open("/dev/null")?;
                 let (_reader, writer) = std::io::pipe()?;
-                let result = spawn(&launch, null.as_fd(), writer.as_fd());
+                let result = spawn(&launch, null.as_fd(), writer.as_fd(), writer.as_fd());
                 assert_eq!(children_named(name), 0, "a zombie is left");
                 result.map(|_| ())
             })
@@ -456,7 +487,7 @@ mod tests {
                 let null = std::fs::File::open("/dev/null")?;
                 let (_reader, writer) = std::io::pipe()?;
                 let _shells = super::super::orphans::shells();
-                spawn(&launch, null.as_fd(), writer.as_fd())?.wait()
+                spawn(&launch, null.as_fd(), writer.as_fd(), writer.as_fd())?.wait()
             };
             assert!(run("/nonexistent/sh").is_err());
             let top = ChildStack::kept_top().unwrap();
@@ -497,7 +528,7 @@ mod tests {
         mask(libc::SIG_BLOCK, libc::SIGUSR2);
         let launch = Launch::shell_command("/nonexistent/sh", "true", Path::new("/"), []).unwrap();
         let null = std::fs::File::open("/dev/null").unwrap();
-        let err = spawn(&launch, null.as_fd(), null.as_fd()).expect_err("spawned");
+        let err = spawn(&launch, null.as_fd(), null.as_fd(), null.as_fd()).expect_err("spawned");
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
         assert_eq!(mask(libc::SIG_UNBLOCK, libc::SIGUSR2), (1, 0));
     }

@@ -55,11 +55,13 @@ pub fn run_cancellable(
         command.push(' ');
         command.push_str(&quote(arg));
     }
-    command.push_str(&format!(
-        " <{} 2>{}",
-        quote(&input.path().to_string_lossy()),
-        quote(&stderr.path().to_string_lossy())
-    ));
+    // stderr goes to the file gjc opened: a hook in a read-only sandbox could not open it.
+    command.push_str(&format!(" <{}", quote(&input.path().to_string_lossy())));
+    let confine = match hooks.launch() {
+        crate::sandbox::Launch::Unconfined => None,
+        crate::sandbox::Launch::Confined(c) => Some(c),
+        crate::sandbox::Launch::Refused(e) => return Err(format!("cannot start: {e}")),
+    };
     let (tx, rx) = unbounded();
     hooks.bash.run(BashJob {
         owner: owner.clone(),
@@ -67,6 +69,13 @@ pub fn run_cancellable(
         cwd: hooks.cwd.clone(),
         timeout: Some(hook.timeout),
         stream: false,
+        confine,
+        stderr: Some(
+            stderr
+                .as_file()
+                .try_clone()
+                .map_err(|e| format!("cannot open its stderr file: {e}"))?,
+        ),
         reply: tx.into(),
     });
     if cancel.load(Ordering::SeqCst) {

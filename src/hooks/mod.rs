@@ -83,6 +83,8 @@ pub struct Hooks {
     /// Observer hooks still running, each told done through its receiver; shutdown waits for
     /// them so that none is killed half-way and `session_end` comes last.
     running: Mutex<Vec<Receiver<()>>>,
+    /// The kernel sandbox hook commands start in: the session's, set whenever it changes.
+    launch: Mutex<crate::sandbox::Launch>,
 }
 
 /// Loads the hooks files (at session start); a file that cannot be used is reported as an
@@ -104,6 +106,7 @@ pub fn load(agent_dir: &Path, cwd: &Path, bash: BashHandle, out: OutTx) -> Arc<H
         out: Mutex::new(Some(out)),
         cwd: cwd.to_path_buf(),
         running: Mutex::new(Vec::new()),
+        launch: Mutex::new(crate::sandbox::Launch::Unconfined),
     })
 }
 
@@ -185,6 +188,19 @@ impl Hooks {
         if let Some(out) = out.as_ref() {
             report(out, &hook.command.display().to_string(), &hook.event, error);
         }
+    }
+
+    /// The sandbox hook commands start in from now on.
+    pub fn set_launch(&self, launch: crate::sandbox::Launch) {
+        *self.launch.lock().unwrap_or_else(|e| e.into_inner()) = launch;
+    }
+
+    /// The sandbox of the next hook command.
+    pub fn launch(&self) -> crate::sandbox::Launch {
+        self.launch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// At shutdown, after `session_end`: no more frames from hooks.

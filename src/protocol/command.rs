@@ -86,6 +86,7 @@ commands! {
     GetPendingWorkflowGates = "get_pending_workflow_gates" => NoParams,
     NegotiateUnattended = "negotiate_unattended" => NegotiateUnattendedParams,
     SetCapabilities = "set_capabilities" => SetCapabilitiesParams,
+    SetSandbox = "set_sandbox" => super::sandbox::SetSandboxParams,
     SetModel = "set_model" => SetModelParams,
     CycleModel = "cycle_model" => NoParams,
     GetAvailableModels = "get_available_models" => NoParams,

@@ -14,6 +14,7 @@ pub mod host_reply;
 pub mod message;
 pub mod outbound;
 pub mod reply;
+pub mod sandbox;
 pub mod schema;
 pub mod tagged;
 pub mod terminal;

@@ -110,6 +110,9 @@ pub struct SessionState {
     /// The unattended control plane's status, once `negotiate_unattended` was accepted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unattended: Option<UnattendedStatus>,
+    /// The kernel sandbox commands run in (docs/sandbox.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<super::sandbox::SandboxState>,
 }
 
 /// How full the model's context window is.

@@ -56,6 +56,7 @@ impl SessionLoop {
             Command::GetState(p) => {
                 let mut state = self.state.state(&p.include, self.is_busy(), self.is_compacting());
                 state.unattended = self.unattended.status(&self.state.id);
+                state.sandbox = Some(self.sandbox_state());
                 data(&state)
             }
             Command::NegotiateUnattended(p) => return self.negotiate_unattended(id, p),
@@ -64,6 +65,7 @@ impl SessionLoop {
             Command::SetHostTools(p) => self.set_host_tools(&p.tools),
             Command::SetHostUriSchemes(p) => self.set_host_uri_schemes(&p.schemes),
             Command::SetCapabilities(p) => data(&self.set_capabilities(&p.capabilities)),
+            Command::SetSandbox(p) => self.set_sandbox(p).map_err(Into::into).and_then(|s| data(&s)),
             Command::SetModel(p) => self.set_model(&p.provider, &p.model_id),
             Command::CycleModel(_) => self.cycle_model(),
             Command::GetAvailableModels(_) => return self.get_available_models(id),

@@ -21,6 +21,7 @@ pub mod project;
 pub mod queue;
 pub mod retry;
 pub mod run;
+mod sandbox;
 pub mod scan;
 pub mod state;
 pub mod store;
@@ -133,6 +134,8 @@ pub struct SessionLoop {
     registry: crate::registry::Registry,
     /// The unattended control plane, consulted before commands and tool calls.
     pub unattended: crate::control::Plane,
+    /// The kernel sandbox commands run in (`sandbox.rs`).
+    sandbox: crate::sandbox::Sandbox,
     /// Deltas merged while the output lane is backed up, not yet queued.
     held: Option<StreamEvent>,
     /// About how large the streamed message's snapshot is, to count update frames by the bytes
@@ -167,10 +170,12 @@ impl SessionLoop {
         host: HostHandle,
         compact_updates: bool,
         registry: crate::registry::Registry,
+        sandbox: crate::sandbox::Sandbox,
     ) -> SessionLoop {
         let unattended = unattended::plane_for(&state);
         SessionLoop {
             unattended,
+            sandbox,
             state,
             run: None,
             ch,

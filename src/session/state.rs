@@ -111,6 +111,7 @@ impl Session {
                     .collect()
             }),
             unattended: None,
+            sandbox: None,
         }
     }
 

@@ -11,6 +11,7 @@ use crate::protocol::message::{AgentMessage, BashExecutionMessage};
 use crate::protocol::outbound::TypedError;
 use crate::protocol::reply::BashResult;
 use crate::protocol::Response;
+use crate::sandbox::Launch;
 
 impl SessionLoop {
     pub(super) fn user_bash(&mut self, id: Option<Value>, b: BashParams) {
@@ -23,6 +24,18 @@ impl SessionLoop {
             };
             return self.respond(Response::err(id, "bash", e));
         }
+        // The host's own commands run in the session's sandbox like the model's.
+        let confine = match self.sandbox_commands().launch {
+            Launch::Unconfined => None,
+            Launch::Confined(c) => Some(c),
+            Launch::Refused(e) => {
+                let e = TypedError {
+                    code: e.code(),
+                    message: e.to_string(),
+                };
+                return self.respond(Response::err(id, "bash", e));
+            }
+        };
         self.user_bash = Some((id, b.command.clone()));
         self.bash.run(BashJob {
             owner: JobOwner::User,
@@ -30,6 +43,8 @@ impl SessionLoop {
             cwd: self.state.cwd.clone(),
             timeout: None,
             stream: false,
+            confine,
+            stderr: None,
             reply: self.bash_tx().into(),
         });
     }

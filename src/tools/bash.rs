@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::unbounded;
 use serde_json::{json, Value};
 
-use super::{str_arg, Tool, ToolContext, ToolEvent};
+use super::{escalate, str_arg, Tool, ToolContext, ToolEvent};
 use crate::exec::{BashEvent, BashHandle, BashJob, BashResult, JobOwner, Reply};
 use crate::protocol::message::ToolOutput;
+use crate::sandbox::Launch;
 
 const UPDATE_EVERY: Duration = Duration::from_millis(50);
 /// The streamed preview keeps this much of the latest output.
@@ -46,36 +47,11 @@ impl Tool for Bash {
                 return super::terminal::run(host, command, timeout, ctx);
             }
         }
-        let (tx, rx) = unbounded();
-        let owner = JobOwner::Tool(ctx.call_id.clone());
-        ctx.bash.run(BashJob {
-            owner: owner.clone(),
-            command,
-            cwd: ctx.cwd.clone(),
-            timeout,
-            stream: true,
-            reply: tx.into(),
-        });
-        let mut watch = Watch::new(timeout);
-        let mut abort_sent = false;
-        loop {
-            if ctx.is_cancelled() && !abort_sent {
-                ctx.bash.abort(owner.clone());
-                abort_sent = true;
-            }
-            match crate::park::recv_timeout(&rx, Duration::from_millis(20)) {
-                Ok(event) => match watch.on(event) {
-                    Some(ToolEvent::Done(output)) => return output,
-                    Some(ToolEvent::Update(partial)) => ctx.update(partial),
-                    _ => {}
-                },
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                    return ToolOutput::error(
-                        "the shell runner stopped before the command finished",
-                    )
-                }
-            }
+        let plan = escalate::plan(args, ctx.policy, &ctx.sandbox);
+        let (output, denied) = run_waiting(&command, timeout, ctx, &plan.first);
+        match plan.then {
+            Some(to) if denied => escalate_after(ctx, &command, timeout, &to, output),
+            _ => output,
         }
     }
 
@@ -86,35 +62,121 @@ impl Tool for Bash {
 
 impl Bash {
     /// Starts the call on `gjc-bash` with no thread waiting for it: `deliver` gets the call's
-    /// updates and its end, on that thread. The call runs in `cwd` under the owner `owner`,
-    /// which stops it.
+    /// updates and its end, on that thread, with whether the sandbox likely denied it. The call
+    /// runs in `cwd`, in `launch`'s sandbox, under the owner `owner`, which stops it.
     pub fn start(
         &self,
         args: &Value,
         runner: &BashHandle,
-        cwd: std::path::PathBuf,
+        (cwd, launch): (std::path::PathBuf, &Launch),
         owner: JobOwner,
-        mut deliver: impl FnMut(ToolEvent) + Send + 'static,
+        mut deliver: impl FnMut(ToolEvent, bool) + Send + 'static,
     ) {
         let (command, timeout) = command_of(args);
-        let mut watch = Watch::new(timeout);
+        let confine = match confinement(launch) {
+            Ok(confine) => confine,
+            Err(refused) => return deliver(ToolEvent::Done(refused), false),
+        };
+        let mut watch = Watch::new(timeout, confine.is_some());
         runner.run(BashJob {
             owner,
             command,
             cwd,
             timeout,
             stream: true,
+            confine,
+            stderr: None,
             reply: Reply::Deliver(Box::new(move |event| {
                 if let Some(step) = watch.on(event) {
-                    deliver(step);
+                    deliver(step, watch.denied);
                 }
             })),
         });
     }
 }
 
+/// Asks the host whether a command the sandbox denied may run again at `to`, and runs it there
+/// if so; the output says what was decided (`escalate::record`).
+pub fn escalate_after(
+    ctx: &ToolContext,
+    command: &str,
+    timeout: Option<Duration>,
+    to: &escalate::Escalation,
+    denied: ToolOutput,
+) -> ToolOutput {
+    if ctx.is_cancelled() {
+        return denied;
+    }
+    if !escalate::ask(ctx, command, to, &denied) {
+        let mut output = escalate::refused(denied, to);
+        escalate::record(&mut output, to, false);
+        return output;
+    }
+    let (mut output, _) = run_waiting(command, timeout, ctx, &to.launch);
+    escalate::record(&mut output, to, true);
+    output
+}
+
+/// Runs `command` in `launch`'s sandbox on `gjc-bash` and waits for it on this thread, passing
+/// its output on as it comes; the output, and whether the sandbox likely denied it.
+fn run_waiting(
+    command: &str,
+    timeout: Option<Duration>,
+    ctx: &ToolContext,
+    launch: &Launch,
+) -> (ToolOutput, bool) {
+    let confine = match confinement(launch) {
+        Ok(confine) => confine,
+        Err(refused) => return (refused, false),
+    };
+    let (tx, rx) = unbounded();
+    let owner = JobOwner::Tool(ctx.call_id.clone());
+    let mut watch = Watch::new(timeout, confine.is_some());
+    ctx.bash.run(BashJob {
+        owner: owner.clone(),
+        command: command.to_string(),
+        cwd: ctx.cwd.clone(),
+        timeout,
+        stream: true,
+        confine,
+        stderr: None,
+        reply: tx.into(),
+    });
+    let mut abort_sent = false;
+    loop {
+        if ctx.is_cancelled() && !abort_sent {
+            ctx.bash.abort(owner.clone());
+            abort_sent = true;
+        }
+        match crate::park::recv_timeout(&rx, Duration::from_millis(20)) {
+            Ok(event) => match watch.on(event) {
+                Some(ToolEvent::Done(output)) => return (output, watch.denied),
+                Some(ToolEvent::Update(partial)) => ctx.update(partial),
+                _ => {}
+            },
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                let stopped = "the shell runner stopped before the command finished";
+                return (ToolOutput::error(stopped), false);
+            }
+        }
+    }
+}
+
+/// The confinement of a launch, or the refusal the model sees when the kernel cannot give it.
+fn confinement(launch: &Launch) -> Result<crate::exec::process::Confine, ToolOutput> {
+    match launch {
+        Launch::Unconfined => Ok(None),
+        Launch::Confined(c) => Ok(Some(c.clone())),
+        Launch::Refused(e) => Err(ToolOutput::error(format!(
+            "{}: {e}. The command was not run: the session's sandbox policy cannot be enforced on this system, and gjc never runs it unconfined instead.",
+            e.code()
+        ))),
+    }
+}
+
 /// The command and its timeout.
-fn command_of(args: &Value) -> (String, Option<Duration>) {
+pub(super) fn command_of(args: &Value) -> (String, Option<Duration>) {
     let command = str_arg(args, "command").unwrap_or("").to_string();
     let timeout = args
         .get("timeout")
@@ -129,14 +191,20 @@ struct Watch {
     preview: String,
     last_update: Instant,
     timeout: Option<Duration>,
+    /// The command runs in a sandbox, whose denials are worth telling apart.
+    confined: bool,
+    /// It ended, and its output reads like the sandbox's refusal.
+    denied: bool,
 }
 
 impl Watch {
-    fn new(timeout: Option<Duration>) -> Watch {
+    fn new(timeout: Option<Duration>, confined: bool) -> Watch {
         Watch {
             preview: String::new(),
             last_update: Instant::now(),
             timeout,
+            confined,
+            denied: false,
         }
     }
 
@@ -151,7 +219,12 @@ impl Watch {
                 self.last_update = Instant::now();
                 Some(ToolEvent::Update(ToolOutput::text(self.preview.clone())))
             }
-            BashEvent::Exit { result, .. } => Some(ToolEvent::Done(outcome(result, self.timeout))),
+            BashEvent::Exit { result, .. } => {
+                self.denied = self.confined
+                    && !result.cancelled
+                    && escalate::likely_denied(result.exit_code, &result.output);
+                Some(ToolEvent::Done(outcome(result, self.timeout)))
+            }
         }
     }
 }

@@ -57,6 +57,12 @@ pub fn effect(tool: &str, args: &Value) -> Effect {
     }
 }
 
+/// Whether a call runs without asking only because the classifier takes it for a read, in a
+/// mode that asks before commands: it then runs read-only in the kernel (`escalate.rs`).
+pub fn runs_unasked_read_only(tool: &str, args: &Value, policy: ToolPolicy) -> bool {
+    tool == "bash" && policy.approval != Approval::Never && effect(tool, args) == Effect::ReadOnly
+}
+
 /// What the policy says of a call before anyone is asked.
 #[derive(Debug)]
 pub enum Ruling {
@@ -67,9 +73,20 @@ pub enum Ruling {
     Ask,
 }
 
-/// The policy's word on a call, given whether a host can be asked.
-pub fn ruling(tool: &str, args: &Value, policy: ToolPolicy, has_host: bool) -> Ruling {
-    let effect = effect(tool, args);
+/// The policy's word on a call, given whether a host can be asked and whether the kernel can
+/// run a command read-only (without it, a read the classifier spares from asking is asked for
+/// like any command: the classifier is never the only barrier).
+pub fn ruling(
+    tool: &str,
+    args: &Value,
+    policy: ToolPolicy,
+    has_host: bool,
+    read_only_kernel: bool,
+) -> Ruling {
+    let mut effect = effect(tool, args);
+    if !read_only_kernel && runs_unasked_read_only(tool, args, policy) {
+        effect = Effect::Command;
+    }
     if effect == Effect::ReadOnly {
         return Ruling::Run;
     }
@@ -95,7 +112,8 @@ pub fn ruling(tool: &str, args: &Value, policy: ToolPolicy, has_host: bool) -> R
 /// Checked in the call's worker before the tool runs: `None` to run it, else the refusal the
 /// model sees as the call's result. Asking the host waits for the user, cancellable by abort.
 pub fn refusal(tool: &str, args: &Value, ctx: &ToolContext) -> Option<ToolOutput> {
-    let host = match ruling(tool, args, ctx.policy, ctx.host.is_some()) {
+    let read_only_kernel = !matches!(ctx.sandbox.read_only, crate::sandbox::Launch::Refused(_));
+    let host = match ruling(tool, args, ctx.policy, ctx.host.is_some(), read_only_kernel) {
         Ruling::Run => return None,
         Ruling::Refuse(output) => return Some(output),
         Ruling::Ask => ctx.host.as_ref()?,

@@ -6,6 +6,7 @@
 
 pub mod bash;
 pub mod edit;
+pub mod escalate;
 pub mod files;
 pub mod find;
 pub mod grep;
@@ -43,6 +44,8 @@ pub struct ToolContext {
     pub schemes: Arc<Vec<UriScheme>>,
     /// What the host allows and serves (`guard.rs`); the default changes nothing.
     pub policy: guard::ToolPolicy,
+    /// How commands start: the kernel sandbox of the session (`crate::sandbox`).
+    pub sandbox: crate::sandbox::Commands,
     updates: Box<dyn Fn(ToolOutput) + Send + Sync>,
     /// Reaches the gate broker (through the session); false when there is none.
     gates: Box<dyn Fn(crate::gates::GateRequest) -> bool + Send + Sync>,
@@ -56,6 +59,7 @@ pub struct Services {
     pub host: HostHandle,
     pub schemes: Arc<Vec<UriScheme>>,
     pub policy: guard::ToolPolicy,
+    pub sandbox: crate::sandbox::Commands,
 }
 
 impl ToolContext {
@@ -69,6 +73,7 @@ impl ToolContext {
             host: None,
             schemes: Arc::default(),
             policy: guard::ToolPolicy::default(),
+            sandbox: Default::default(),
             updates: Box::new(|_| {}),
             gates: Box::new(|_| false),
         }
@@ -348,6 +353,7 @@ pub(crate) mod tests {
             host: None,
             schemes: Arc::default(),
             policy: guard::ToolPolicy::default(),
+            sandbox: Default::default(),
             updates: Box::new(|_| {}),
             gates: Box::new(|_| false),
         };

@@ -17,6 +17,7 @@ use crate::host::HostHandle;
 use crate::protocol::host_reply::HostReply;
 use crate::protocol::message::ToolOutput;
 use crate::protocol::Outbound;
+use crate::sandbox::Launch;
 
 #[derive(Debug)]
 pub struct ToolMsg {
@@ -87,36 +88,7 @@ pub fn spawn(
     tx: Sender<ToolMsg>,
 ) -> ToolHandle {
     let cancel = Arc::new(AtomicBool::new(false));
-    let update_tx = tx.clone();
-    let update_id = call_id.clone();
-    let gate_tx = tx.clone();
-    let gate_id = call_id.clone();
-    let ctx = ToolContext {
-        cwd: services.cwd,
-        call_id: call_id.clone(),
-        cancel: cancel.clone(),
-        bash: services.bash,
-        host: Some(services.host),
-        schemes: services.schemes,
-        policy: services.policy,
-        updates: Box::new(move |mut partial| {
-            crate::secrets::scrub_output(&mut partial);
-            let _ = update_tx.send(ToolMsg {
-                generation,
-                call_id: update_id.clone(),
-                event: ToolEvent::Update(partial),
-            });
-        }),
-        gates: Box::new(move |request| {
-            gate_tx
-                .send(ToolMsg {
-                    generation,
-                    call_id: gate_id.clone(),
-                    event: ToolEvent::Gate(request),
-                })
-                .is_ok()
-        }),
-    };
+    let ctx = context(services, &call_id, cancel.clone(), generation, &tx);
     log::debug!("tool {} call {call_id} starts", tool.name());
     let worker = TOOL_THREADS.run(move || {
         let started = std::time::Instant::now();
@@ -147,6 +119,46 @@ pub fn spawn(
     }
 }
 
+/// The context a call runs with on a `gjc-tool` thread: its updates and gate requests go to the
+/// session as the call's messages.
+fn context(
+    services: Services,
+    call_id: &str,
+    cancel: Arc<AtomicBool>,
+    generation: u64,
+    tx: &Sender<ToolMsg>,
+) -> ToolContext {
+    let (update_tx, update_id) = (tx.clone(), call_id.to_string());
+    let (gate_tx, gate_id) = (tx.clone(), call_id.to_string());
+    ToolContext {
+        cwd: services.cwd,
+        call_id: call_id.to_string(),
+        cancel,
+        bash: services.bash,
+        host: Some(services.host),
+        schemes: services.schemes,
+        policy: services.policy,
+        sandbox: services.sandbox,
+        updates: Box::new(move |mut partial| {
+            crate::secrets::scrub_output(&mut partial);
+            let _ = update_tx.send(ToolMsg {
+                generation,
+                call_id: update_id.clone(),
+                event: ToolEvent::Update(partial),
+            });
+        }),
+        gates: Box::new(move |request| {
+            gate_tx
+                .send(ToolMsg {
+                    generation,
+                    call_id: gate_id.clone(),
+                    event: ToolEvent::Gate(request),
+                })
+                .is_ok()
+        }),
+    }
+}
+
 /// A call started without a thread of its own ([`start_direct`]).
 pub struct Started {
     pub handle: ToolHandle,
@@ -172,10 +184,12 @@ pub fn start_direct(
         return None;
     }
     let send = messages(call_id, generation, tx);
-    let ruling = guard::ruling(tool.name(), args, services.policy, true);
+    let read_only_kernel = !matches!(services.sandbox.read_only, Launch::Refused(_));
+    let ruling = guard::ruling(tool.name(), args, services.policy, true, read_only_kernel);
+    let cancel = Arc::new(AtomicBool::new(false));
     let started = |direct, frame| Started {
         handle: ToolHandle {
-            cancel: Arc::new(AtomicBool::new(false)),
+            cancel: cancel.clone(),
             direct,
         },
         frame,
@@ -195,11 +209,28 @@ pub fn start_direct(
             }
             let owner = JobOwner::Tool(call_id.to_string());
             let bash = tool.as_bash()?;
-            let deliver = move |event| send(scrubbed(event));
+            let plan = super::escalate::plan(args, services.policy, &services.sandbox);
+            let mut escalation = plan.then.map(|to| Escalating {
+                to,
+                args: args.clone(),
+                services: services.clone(),
+                call_id: call_id.to_string(),
+                cancel: cancel.clone(),
+                generation,
+                tx: tx.clone(),
+            });
+            let deliver = move |event, denied| match event {
+                ToolEvent::Done(output) if denied && escalation.is_some() => {
+                    if let Some(escalating) = escalation.take() {
+                        escalating.on_thread(output);
+                    }
+                }
+                event => send(scrubbed(event)),
+            };
             bash.start(
                 args,
                 &services.bash,
-                services.cwd.clone(),
+                (services.cwd.clone(), &plan.first),
                 owner.clone(),
                 deliver,
             );
@@ -207,6 +238,46 @@ pub fn start_direct(
                 Some(Direct::Bash(services.bash.clone(), owner)),
                 None,
             ))
+        }
+    }
+}
+
+/// A command started on no thread that the sandbox denied, and the host may let run again:
+/// asking waits for the user, so it goes on on a `gjc-tool` thread.
+struct Escalating {
+    to: super::escalate::Escalation,
+    args: Value,
+    services: Services,
+    call_id: String,
+    cancel: Arc<AtomicBool>,
+    generation: u64,
+    tx: Sender<ToolMsg>,
+}
+
+impl Escalating {
+    fn on_thread(self, denied: ToolOutput) {
+        let Escalating {
+            to,
+            args,
+            services,
+            call_id,
+            cancel,
+            generation,
+            tx,
+        } = self;
+        let started = TOOL_THREADS.run(move || {
+            let ctx = context(services, &call_id, cancel, generation, &tx);
+            let (command, timeout) = super::bash::command_of(&args);
+            let mut output = super::bash::escalate_after(&ctx, &command, timeout, &to, denied);
+            crate::secrets::scrub_output(&mut output);
+            let _ = tx.send(ToolMsg {
+                generation,
+                call_id,
+                event: ToolEvent::Done(output),
+            });
+        });
+        if let Err(e) = started {
+            log::error!("cannot start tool thread: {e}");
         }
     }
 }
@@ -268,6 +339,7 @@ mod tests {
             host,
             schemes: Arc::default(),
             policy,
+            sandbox: Default::default(),
         };
         (services, (frames, wake))
     }

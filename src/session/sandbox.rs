@@ -1,0 +1,57 @@
+//! The session's side of the kernel sandbox (`crate::sandbox`): the limits the user's other
+//! choices put on the host's policy, the commands tool calls, hooks and the host's `bash` start
+//! with, and `set_sandbox`.
+
+use super::SessionLoop;
+use crate::protocol::outbound::TypedError;
+use crate::protocol::sandbox::{SandboxState, SetSandboxParams};
+use crate::sandbox::{self, Commands, Limits};
+
+impl SessionLoop {
+    /// How commands start now: the host's policy, narrowed by a workflow stage still waiting for
+    /// its gate, plan mode and the unattended declaration, for the session's current cwd.
+    pub(super) fn sandbox_commands(&mut self) -> Commands {
+        let limits = Limits {
+            stage: self
+                .state
+                .workflow
+                .stage
+                .as_ref()
+                .is_some_and(|s| !s.cleared),
+            plan: self.tool_policy.read_only,
+            unattended: self.unattended.sandbox_limit(),
+        };
+        self.sandbox.set_limits(limits);
+        self.sandbox.set_cwd(&self.state.cwd);
+        let commands = self.sandbox.commands();
+        if let Some(hooks) = &self.hooks {
+            hooks.set_launch(commands.launch.clone());
+        }
+        commands
+    }
+
+    /// `get_state.sandbox`.
+    pub(super) fn sandbox_state(&mut self) -> SandboxState {
+        self.sandbox_commands();
+        self.sandbox.state()
+    }
+
+    /// `set_sandbox`: the host (never the model) replaces its policy, in whole or in part.
+    pub(super) fn set_sandbox(&mut self, p: SetSandboxParams) -> Result<SandboxState, TypedError> {
+        let mut policy = self.sandbox.policy().clone();
+        if let Some(mode) = p.policy {
+            policy.mode = mode;
+        }
+        if let Some(network) = p.network {
+            policy.network = network;
+        }
+        if let Some(roots) = &p.writable_roots {
+            policy.roots = sandbox::parse_roots(roots).map_err(|message| TypedError {
+                code: "invalid_sandbox",
+                message,
+            })?;
+        }
+        self.sandbox.set_policy(policy);
+        Ok(self.sandbox_state())
+    }
+}
