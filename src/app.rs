@@ -230,6 +230,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         Ok(policy) => policy,
         Err(e) => return fatal(&format!("--sandbox: {e}")),
     };
+    let sandbox_mode = policy.mode;
     let sandbox = crate::sandbox::Sandbox::new(policy, state.cwd.clone());
     let session = SessionLoop::new(
         state,
@@ -267,6 +268,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
                 persistent: !args.no_session,
                 skills: !args.no_skills,
             },
+            sandbox: sandbox_mode,
         };
         let front = crate::acp::start(connections, stdin::default_max_line());
         writer = Some(spawn_writer(

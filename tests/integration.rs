@@ -47,6 +47,8 @@ mod providers;
 mod providers_by_name;
 /// Rule files and rules that stop a matching stream.
 mod rules;
+/// The kernel sandbox: every command path, hostile paths, network, fail-closed, escalation.
+mod sandbox;
 /// The published JSON Schemas: current, printed, true of real frames.
 mod schema;
 /// Sessions on disk.

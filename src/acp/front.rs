@@ -106,6 +106,8 @@ pub struct Front<W: Write> {
     pub(super) always: HashSet<String>,
     pub(super) mode: &'static str,
     pub(super) permissions: &'static str,
+    /// The sandbox policy outside the full-access mode.
+    pub(super) sandbox: crate::protocol::sandbox::SandboxMode,
     /// The models with a key (`provider/id`, name), and the one in use.
     pub(super) models: Vec<(String, String)>,
     pub(super) model: Option<String>,
@@ -143,6 +145,7 @@ impl<W: Write> Front<W> {
             always: HashSet::new(),
             mode: "default",
             permissions: "ask",
+            sandbox: c.sandbox,
             models: c.models.available,
             model: c.models.current,
         };

@@ -43,6 +43,8 @@ pub struct Connections {
     pub skills: Vec<crate::prompt::Skill>,
     pub models: front::Models,
     pub projects: sessions::Projects,
+    /// The sandbox policy of the default and plan modes (`--sandbox`, else `workspace-write`).
+    pub sandbox: crate::protocol::sandbox::SandboxMode,
 }
 
 /// Starts the reader (never joined, as in RPC mode: a read blocked on a live stdin cannot be

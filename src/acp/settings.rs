@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::front::{Front, Waiting};
 use super::updates::SessionUpdate;
+use crate::protocol::sandbox::SandboxMode;
 use crate::session::CommandFrame;
 use crate::tools::guard::{Approval, ToolPolicy};
 
@@ -28,7 +29,15 @@ const MODES: &[(&str, &str, &str)] = &[
         "Plan",
         "Read-only: looks and plans; edits and commands that change things are refused",
     ),
+    (
+        FULL_ACCESS,
+        "Full access",
+        "Like Default, but commands run without the sandbox: they may write anywhere and use the network",
+    ),
 ];
+
+/// The mode whose commands run with no sandbox: only ever the user's explicit choice.
+const FULL_ACCESS: &str = "full-access";
 
 /// The permission setting (`session/set_config_option`, id `permissions`).
 const PERMISSIONS: &[(&str, &str, &str)] = &[
@@ -59,8 +68,12 @@ impl<W: Write> Front<W> {
                 Err(Error::invalid_params().data(format!("no mode {}", p.mode_id))),
             );
         };
+        let sandbox_changes = (self.mode == FULL_ACCESS) != (mode == FULL_ACCESS);
         self.mode = mode;
         self.send_policy();
+        if sandbox_changes {
+            self.send_sandbox();
+        }
         self.wire.respond(id, Ok(SetSessionModeResponse::new()))?;
         self.update(SessionUpdate::CurrentModeUpdate(
             agent_client_protocol_schema::v1::CurrentModeUpdate::new(mode),
@@ -144,6 +157,16 @@ impl<W: Write> Front<W> {
         let model = SessionConfigOption::select("model", "Model", current.clone(), models)
             .category(SessionConfigOptionCategory::Model);
         vec![model, permissions]
+    }
+
+    /// Tells the session which sandbox commands run in: none in the full-access mode, else the
+    /// one gjc started with.
+    fn send_sandbox(&mut self) {
+        let policy = match self.mode {
+            FULL_ACCESS => SandboxMode::DangerFullAccess,
+            _ => self.sandbox,
+        };
+        self.command("set_sandbox", json!({"policy": policy}), Waiting::Nobody);
     }
 
     /// Tells the session which calls need approval, which are refused, and whether the editor

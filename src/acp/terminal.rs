@@ -429,6 +429,7 @@ mod tests {
                 persistent: false,
                 skills: false,
             },
+            sandbox: Default::default(),
         };
         let (mut front, _) = Front::new(Vec::new(), connections);
         front.client.terminal = terminal;

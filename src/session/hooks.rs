@@ -20,6 +20,7 @@ impl SessionLoop {
     pub(super) fn start_hooks(&mut self) {
         self.flush_out();
         let hooks = self.load_hooks();
+        hooks.set_launch(self.sandbox_commands().launch);
         hooks.notify(
             "session_start",
             self.hook_payload("session_start", json!({})),
@@ -44,13 +45,17 @@ impl SessionLoop {
             return;
         };
         old.release();
-        self.hooks = Some(self.load_hooks());
+        let hooks = self.load_hooks();
+        hooks.set_launch(self.sandbox_commands().launch);
+        self.hooks = Some(hooks);
     }
 
     /// Starts the run of an accepted `prompt` / `abort_and_prompt`. With `before_prompt` hooks
     /// the run opens (`agent_start`) and waits for them in its `BeforePrompt` phase; its first
     /// turn starts when they are done (`on_prompt_hooks`).
     pub(super) fn start_prompt_run(&mut self, prompt: Vec<UserMessage>, command: &str) {
+        // Hooks start in the sandbox of the moment (a stage or mode may have changed it).
+        self.sandbox_commands();
         let Some(hooks) = self.hooks.clone().filter(|h| h.has(prompt::EVENT)) else {
             return self.start_run(prompt);
         };
