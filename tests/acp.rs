@@ -24,6 +24,8 @@ use serde_json::{json, Value};
 
 use crate::support::TIMEOUT;
 
+/// The kernel sandbox in each mode, escalation through permission requests, the launcher.
+mod sandbox;
 /// Session management: folders, list, resume, close, delete.
 mod sessions;
 

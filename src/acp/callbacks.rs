@@ -91,7 +91,10 @@ impl<W: Write> Front<W> {
             // A confirmation that is not about a tool call has no ACP form: it is declined.
             return self.reply_ui(&request.id, false);
         };
-        if self.always.contains(&tool_name) {
+        // Leaving the sandbox is asked every time, with the reason: "always allow bash" is
+        // about running commands, not about running them unconfined.
+        let escalation = request.fields.contains_key("sandboxEscalation");
+        if self.always.contains(&tool_name) && !escalation {
             self.reply_ui(&request.id, true)?;
             return self.running(&tool_call_id);
         }
@@ -100,16 +103,30 @@ impl<W: Write> Front<W> {
             .get(&tool_call_id)
             .map(|s| s.args.clone())
             .unwrap_or(Value::Null);
-        let fields = updates::permission_fields(&tool_name, &args, &self.cwd);
-        let options = vec![
-            PermissionOption::new("allow_once", "Allow", PermissionOptionKind::AllowOnce),
-            PermissionOption::new(
+        let mut fields = updates::permission_fields(&tool_name, &args, &self.cwd);
+        let mut options = vec![PermissionOption::new(
+            "allow_once",
+            "Allow",
+            PermissionOptionKind::AllowOnce,
+        )];
+        if escalation {
+            fields = fields
+                .title(field("title").unwrap_or_default())
+                .content(vec![updates::text_content(
+                    &field("message").unwrap_or_default(),
+                )]);
+        } else {
+            options.push(PermissionOption::new(
                 "allow_always",
                 format!("Always allow {tool_name}"),
                 PermissionOptionKind::AllowAlways,
-            ),
-            PermissionOption::new("reject_once", "Reject", PermissionOptionKind::RejectOnce),
-        ];
+            ));
+        }
+        options.push(PermissionOption::new(
+            "reject_once",
+            "Reject",
+            PermissionOptionKind::RejectOnce,
+        ));
         let params = RequestPermissionRequest::new(
             self.session_id(),
             ToolCallUpdate::new(tool_call_id.clone(), fields),

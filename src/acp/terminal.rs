@@ -140,8 +140,13 @@ impl<W: Write> Front<W> {
             .iter()
             .map(|name| EnvVariable::new(name.clone(), String::new()))
             .collect();
-        let params = CreateTerminalRequest::new(self.session_id(), crate::exec::process::shell())
-            .args(vec!["-c".to_string(), run.command])
+        // Under a sandbox the terminal runs gjc's launcher, which confines itself, then the shell.
+        let shell = crate::exec::process::shell().to_string();
+        let mut words = run.launcher;
+        words.extend([shell, "-c".to_string(), run.command]);
+        let program = words.remove(0);
+        let params = CreateTerminalRequest::new(self.session_id(), program)
+            .args(words)
             .env(env)
             .cwd(run.cwd)
             .output_byte_limit(run.output_limit);
@@ -441,6 +446,7 @@ mod tests {
             id: id.into(),
             tool_call_id: "call_1".into(),
             command: "true".into(),
+            launcher: Vec::new(),
             cwd: std::env::temp_dir(),
             timeout: None,
             output_limit: 1024,

@@ -236,6 +236,11 @@ fn planned_diffs(name: &str, args: &Value, cwd: &Path) -> Vec<ToolCallContent> {
     }
 }
 
+/// A text as a tool call's content (a permission request's reason).
+pub fn text_content(text: &str) -> ToolCallContent {
+    ContentBlock::from(shorten(text, MAX_SHOWN)).into()
+}
+
 fn output_content(output: &ToolOutput) -> Vec<ToolCallContent> {
     blocks(&output.content)
         .into_iter()

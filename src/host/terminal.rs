@@ -15,6 +15,8 @@ use crate::protocol::Outbound;
 pub struct Command {
     pub tool_call_id: String,
     pub command: String,
+    /// The sandbox launcher's words before the shell (`TerminalRun::launcher`).
+    pub launcher: Vec<String>,
     pub cwd: PathBuf,
     pub timeout: Option<Duration>,
     pub output_limit: u64,
@@ -43,6 +45,7 @@ pub fn run(
             id,
             tool_call_id: c.tool_call_id,
             command: c.command,
+            launcher: c.launcher,
             cwd: c.cwd,
             timeout: c.timeout,
             output_limit: c.output_limit,

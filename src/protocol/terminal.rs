@@ -22,6 +22,9 @@ pub struct TerminalRun {
     /// The tool call the terminal belongs to (the editor shows it there).
     pub tool_call_id: String,
     pub command: String,
+    /// Words run before the shell: gjc itself as the sandbox launcher (`gjc --sandbox-exec SPEC
+    /// --`), which confines itself and then execs the shell; empty without a sandbox.
+    pub launcher: Vec<String>,
     pub cwd: PathBuf,
     /// The bash tool's `timeout`: past it the command is killed and its output kept.
     pub timeout: Option<Duration>,

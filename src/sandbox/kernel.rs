@@ -97,6 +97,10 @@ pub fn network_enforcement() -> &'static str {
 pub struct Confinement {
     ruleset: OwnedFd,
     filter: Option<Box<[seccompiler::sock_filter]>>,
+    /// Where it lets commands write, and whether it lets them use the network (for the launcher,
+    /// which builds the same confinement in another process).
+    pub roots: Vec<PathBuf>,
+    pub network: bool,
     /// The private temp dir commands get as `TMPDIR`, when they may write there.
     pub tmpdir: Option<PathBuf>,
 }
@@ -132,6 +136,8 @@ impl Confinement {
         Ok(Confinement {
             ruleset,
             filter,
+            roots: roots.to_vec(),
+            network,
             tmpdir,
         })
     }

@@ -12,6 +12,7 @@
 //! run without it.
 
 mod kernel;
+pub mod launcher;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -42,15 +42,14 @@ impl Tool for Bash {
 
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
         let (command, timeout) = command_of(args);
-        if ctx.policy.host_terminal {
-            if let Some(host) = &ctx.host {
-                return super::terminal::run(host, command, timeout, ctx);
-            }
-        }
         let plan = escalate::plan(args, ctx.policy, &ctx.sandbox);
-        let (output, denied) = run_waiting(&command, timeout, ctx, &plan.first);
+        let run = |launch: &Launch| match (&ctx.host, ctx.policy.host_terminal) {
+            (Some(host), true) => super::terminal::run(host, &command, timeout, ctx, launch),
+            _ => run_waiting(&command, timeout, ctx, launch),
+        };
+        let (output, denied) = run(&plan.first);
         match plan.then {
-            Some(to) if denied => escalate_after(ctx, &command, timeout, &to, output),
+            Some(to) if denied => escalate_after(ctx, &command, &to, output, run),
             _ => output,
         }
     }
@@ -100,9 +99,9 @@ impl Bash {
 pub fn escalate_after(
     ctx: &ToolContext,
     command: &str,
-    timeout: Option<Duration>,
     to: &escalate::Escalation,
     denied: ToolOutput,
+    run: impl Fn(&Launch) -> (ToolOutput, bool),
 ) -> ToolOutput {
     if ctx.is_cancelled() {
         return denied;
@@ -112,14 +111,14 @@ pub fn escalate_after(
         escalate::record(&mut output, to, false);
         return output;
     }
-    let (mut output, _) = run_waiting(command, timeout, ctx, &to.launch);
+    let (mut output, _) = run(&to.launch);
     escalate::record(&mut output, to, true);
     output
 }
 
 /// Runs `command` in `launch`'s sandbox on `gjc-bash` and waits for it on this thread, passing
 /// its output on as it comes; the output, and whether the sandbox likely denied it.
-fn run_waiting(
+pub(super) fn run_waiting(
     command: &str,
     timeout: Option<Duration>,
     ctx: &ToolContext,
@@ -164,7 +163,7 @@ fn run_waiting(
 }
 
 /// The confinement of a launch, or the refusal the model sees when the kernel cannot give it.
-fn confinement(launch: &Launch) -> Result<crate::exec::process::Confine, ToolOutput> {
+pub(super) fn confinement(launch: &Launch) -> Result<crate::exec::process::Confine, ToolOutput> {
     match launch {
         Launch::Unconfined => Ok(None),
         Launch::Confined(c) => Ok(Some(c.clone())),

@@ -268,7 +268,8 @@ impl Escalating {
         let started = TOOL_THREADS.run(move || {
             let ctx = context(services, &call_id, cancel, generation, &tx);
             let (command, timeout) = super::bash::command_of(&args);
-            let mut output = super::bash::escalate_after(&ctx, &command, timeout, &to, denied);
+            let run = |launch: &Launch| super::bash::run_waiting(&command, timeout, &ctx, launch);
+            let mut output = super::bash::escalate_after(&ctx, &command, &to, denied, run);
             crate::secrets::scrub_output(&mut output);
             let _ = tx.send(ToolMsg {
                 generation,

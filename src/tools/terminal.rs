@@ -14,16 +14,52 @@ use crate::exec::output::{tail_text, TAIL_BYTES};
 use crate::host::terminal::{self, Command, Failed};
 use crate::host::HostHandle;
 use crate::protocol::message::ToolOutput;
+use crate::sandbox::Launch;
 
+/// Runs `command` in the host's terminal, in `launch`'s sandbox (gjc's launcher runs first and
+/// confines itself); the output, and whether the sandbox likely denied it.
 pub fn run(
     host: &HostHandle,
-    command: String,
+    command: &str,
     timeout: Option<Duration>,
     ctx: &ToolContext,
+    launch: &Launch,
+) -> (ToolOutput, bool) {
+    let confined = match super::bash::confinement(launch) {
+        Ok(confined) => confined,
+        Err(refused) => return (refused, false),
+    };
+    let launcher = match confined.as_deref().map(|c| c.launcher()).transpose() {
+        Ok(words) => words.unwrap_or_default(),
+        Err(e) => return (ToolOutput::error(format!("{}: {e}", e.code())), false),
+    };
+    let output = run_there(host, command, timeout, ctx, launcher);
+    let denied = confined.is_some() && output.is_error && {
+        let code = output.details.as_ref().and_then(|d| d["exitCode"].as_i64());
+        let text: Vec<&str> = output
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                crate::protocol::message::Content::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        super::escalate::likely_denied(code.map(|c| c as i32), &text.join("\n"))
+    };
+    (output, denied)
+}
+
+fn run_there(
+    host: &HostHandle,
+    command: &str,
+    timeout: Option<Duration>,
+    ctx: &ToolContext,
+    launcher: Vec<String>,
 ) -> ToolOutput {
     let c = Command {
         tool_call_id: ctx.call_id.clone(),
-        command,
+        command: command.to_string(),
+        launcher,
         cwd: ctx.cwd.clone(),
         timeout,
         output_limit: TAIL_BYTES as u64,

@@ -51,9 +51,20 @@ fn bash_runs_in_the_editor_terminal_and_the_model_gets_its_output() {
     let (mut g, _, id) = prompted(bash_turns(json!({"command": command})), true);
     let (create, _) = expect(&mut g, "terminal/create");
     let params = &create["params"];
-    assert_eq!(params["args"], json!(["-c", command]), "{create}");
+    // The default mode's sandbox: gjc's launcher confines itself, then runs the shell.
+    let args = params["args"].as_array().unwrap();
+    assert_eq!(args[0], "--sandbox-exec", "{create}");
+    assert_eq!(
+        args[args.len() - 3..][1..],
+        [json!("-c"), json!(command)],
+        "{create}"
+    );
     assert!(
-        params["command"].as_str().unwrap().ends_with("sh"),
+        args[args.len() - 3].as_str().unwrap().ends_with("sh"),
+        "{create}"
+    );
+    assert!(
+        params["command"].as_str().unwrap().ends_with("gjc"),
         "{create}"
     );
     assert_eq!(params["cwd"], g.project.display().to_string());
