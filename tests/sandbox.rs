@@ -234,6 +234,35 @@ fn a_denied_model_command_escalates_only_with_the_hosts_approval() {
         assert_eq!(target.exists(), approve);
     }
     g.event("agent_end");
+    // Each escalation asked is one numbered record, whatever was answered.
+    let records = escalation_records(g.home.path());
+    let outcomes: Vec<(u64, &str)> = records
+        .iter()
+        .map(|r| (r["seq"].as_u64().unwrap(), r["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(outcomes, [(1, "denied"), (2, "approved")], "{records:?}");
+    assert!(records.iter().all(|r| r["to"] == "danger-full-access"));
+}
+
+/// The records of every sandbox audit trail under `dir`.
+fn escalation_records(dir: &Path) -> Vec<Value> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.parent().is_some_and(|p| p.ends_with("audit/sandbox")) {
+                let text = std::fs::read_to_string(&path).unwrap();
+                found.extend(
+                    text.lines()
+                        .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+                );
+            }
+        }
+    }
+    found
 }
 
 /// A workflow stage waiting for its gate is read-only in the kernel: a command the classifier

@@ -190,6 +190,7 @@ fn payload(gen: &mut SchemaGenerator, command: &str) -> Payload {
         "set_host_tools" => gen.subschema_for::<ToolNames>(),
         "set_host_uri_schemes" => gen.subschema_for::<Schemes>(),
         "set_capabilities" => gen.subschema_for::<Capabilities>(),
+        "set_sandbox" => gen.subschema_for::<crate::protocol::sandbox::SandboxState>(),
         "set_model" => gen.subschema_for::<ModelInfo>(),
         "cycle_model" => gen.subschema_for::<CycledModel>(),
         "get_available_models" => gen.subschema_for::<Models>(),

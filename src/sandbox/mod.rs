@@ -11,6 +11,7 @@
 //! enforce is an error for every command that would run under it (fail closed), never a command
 //! run without it.
 
+pub mod audit;
 mod kernel;
 pub mod launcher;
 
@@ -122,6 +123,8 @@ pub struct Sandbox {
     /// The private temp dir (0700), made when a confinement first needs it.
     temp: Option<tempfile::TempDir>,
     commands: Option<Commands>,
+    /// The escalations' audit trail, opened at the first one.
+    trail: Option<audit::Trail>,
 }
 
 impl Sandbox {
@@ -132,7 +135,23 @@ impl Sandbox {
             cwd,
             temp: None,
             commands: None,
+            trail: None,
         }
+    }
+
+    /// Records an escalation the host was asked for in the session's audit trail.
+    pub fn record_escalation(
+        &mut self,
+        session_dir: &Path,
+        escalated: &audit::Escalated<'_>,
+    ) -> Result<(), String> {
+        let trail = match &mut self.trail {
+            Some(trail) => trail,
+            None => self
+                .trail
+                .insert(audit::Trail::open(session_dir, escalated.session_id)?),
+        };
+        trail.record(escalated)
     }
 
     pub fn policy(&self) -> &Policy {

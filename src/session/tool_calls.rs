@@ -185,6 +185,7 @@ impl SessionLoop {
                     *running = None;
                 }
                 self.apply_tool_side_effects(&call, &output);
+                self.audit_escalation(&call, &output);
                 self.complete_tool(&call, output);
                 self.skip_rest_if_steered();
                 self.next_tool();
