@@ -105,21 +105,26 @@ fn the_hosts_bash_writes_only_beneath_the_roots_however_it_spells_the_path() {
 fn network_is_refused_unless_granted() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
     let probe = format!(
-        "(exec 3<>/dev/tcp/127.0.0.1/{port}) && echo connected || echo refused; \
-         python3 -c 'import socket; socket.socket(socket.AF_INET6)' 2>&1 | tail -1"
+        "(exec 3<>/dev/tcp/127.0.0.1/{port}) && echo tcp-open || echo tcp-refused; \
+         (exec 4<>/dev/udp/127.0.0.1/{udp_port}) && echo udp-open || echo udp-refused"
     );
     let mut g = gjc().args(&["--sandbox", "workspace-write"]).spawn();
     let output = output_of(&mut g, &probe);
     assert!(
-        output.contains("refused") && !output.contains("connected"),
+        output.contains("tcp-refused") && output.contains("udp-refused"),
         "{output}"
     );
     assert!(output.contains("Operation not permitted"), "{output}");
     let granted = g.ok(json!({"type": "set_sandbox", "network": true}));
     assert_eq!(granted["network"], true);
     let output = output_of(&mut g, &probe);
-    assert!(output.contains("connected"), "{output}");
+    assert!(
+        output.contains("tcp-open") && output.contains("udp-open"),
+        "{output}"
+    );
 }
 
 #[test]
