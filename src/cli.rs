@@ -145,6 +145,8 @@ Environment:
   GJC_OUTPUT_BACKLOG_BYTES    Unwritten output above which streamed deltas are merged and new
                               commands wait for the host to read (default: 1 MiB).
   GJC_TODO_REMINDERS          Reminders of open todo tasks per run (default: 3; 0 or off: none).
+  GJC_WRITE_ROOTS             Absolute folders, joined by ':', that write and edit may change
+                              (confined by the kernel); set but empty: nothing is writable.
   GJC_COMMAND_ID              Set by gjc in each shell command's environment (not read from
                               gjc's own): finds the command's escaped descendants.
   GJC_TEST_PANIC              Debug builds only, for tests: the thread named here panics.

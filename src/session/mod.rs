@@ -110,6 +110,8 @@ pub struct SessionLoop {
     pub compact_updates: bool,
     /// Applied to every tool call as it starts.
     pub tool_policy: crate::tools::guard::ToolPolicy,
+    /// Where the in-process file tools may write (`tools/confine.rs`); `None`: anywhere.
+    pub write_roots: Option<std::sync::Arc<[std::path::PathBuf]>>,
     /// A run to start right after the current command's response (a queued message continuing
     /// an idle session).
     pub pending_continuation: Option<Vec<crate::protocol::message::UserMessage>>,
@@ -180,6 +182,7 @@ impl SessionLoop {
             user_bash: None,
             compact_updates,
             tool_policy: Default::default(),
+            write_roots: crate::tools::confine::roots_from_env(),
             pending_continuation: None,
             compaction: None,
             hooks: None,

@@ -82,6 +82,7 @@ impl SessionLoop {
                 host: self.host.clone(),
                 schemes: self.state.schemes.clone(),
                 policy: self.tool_policy,
+                write_roots: self.write_roots.clone(),
             };
             let tool = crate::hooks::tool::HookedTool::wrap(tool, self.hooks.clone());
             let direct = tools::start_direct(

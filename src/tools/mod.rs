@@ -5,6 +5,7 @@
 //! shell commands, a group kill, and for a host tool a cancel to the host.
 
 pub mod bash;
+pub mod confine;
 pub mod edit;
 pub mod files;
 pub mod find;
@@ -43,6 +44,9 @@ pub struct ToolContext {
     pub schemes: Arc<Vec<UriScheme>>,
     /// What the host allows and serves (`guard.rs`); the default changes nothing.
     pub policy: guard::ToolPolicy,
+    /// Where `write` and `edit` may write (`confine.rs`): `None` anywhere, `Some(roots)` only
+    /// beneath those roots (none: nothing is writable).
+    pub write_roots: Option<Arc<[PathBuf]>>,
     updates: Box<dyn Fn(ToolOutput) + Send + Sync>,
     /// Reaches the gate broker (through the session); false when there is none.
     gates: Box<dyn Fn(crate::gates::GateRequest) -> bool + Send + Sync>,
@@ -56,6 +60,8 @@ pub struct Services {
     pub host: HostHandle,
     pub schemes: Arc<Vec<UriScheme>>,
     pub policy: guard::ToolPolicy,
+    /// `ToolContext::write_roots`.
+    pub write_roots: Option<Arc<[PathBuf]>>,
 }
 
 impl ToolContext {
@@ -69,6 +75,7 @@ impl ToolContext {
             host: None,
             schemes: Arc::default(),
             policy: guard::ToolPolicy::default(),
+            write_roots: None,
             updates: Box::new(|_| {}),
             gates: Box::new(|_| false),
         }
@@ -348,6 +355,7 @@ pub(crate) mod tests {
             host: None,
             schemes: Arc::default(),
             policy: guard::ToolPolicy::default(),
+            write_roots: None,
             updates: Box::new(|_| {}),
             gates: Box::new(|_| false),
         };

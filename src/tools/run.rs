@@ -99,6 +99,7 @@ pub fn spawn(
         host: Some(services.host),
         schemes: services.schemes,
         policy: services.policy,
+        write_roots: services.write_roots,
         updates: Box::new(move |mut partial| {
             crate::secrets::scrub_output(&mut partial);
             let _ = update_tx.send(ToolMsg {
@@ -268,6 +269,7 @@ mod tests {
             host,
             schemes: Arc::default(),
             policy,
+            write_roots: None,
         };
         (services, (frames, wake))
     }
