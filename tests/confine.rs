@@ -78,7 +78,11 @@ fn writes_and_edits_stay_beneath_the_write_roots() {
     let mut calls = vec![call("plant", "bash", json!({"command": plant}))];
     calls.extend(refused);
     calls.push(w("inside", "sub/ok.txt"));
-    calls.push(e("edit_inside", "sub/ok.txt"));
+    calls.push(call(
+        "edit_inside",
+        "edit",
+        json!({"path": "sub/ok.txt", "edits": [{"oldText": "pwned", "newText": "edited"}]}),
+    ));
     calls.push(w("temp", &tmp.join("scratch.txt").display().to_string()));
     let roots = format!("{}:{}", ws.display(), tmp.display());
     let mut g = gjc()
@@ -114,7 +118,7 @@ fn writes_and_edits_stay_beneath_the_write_roots() {
     assert_eq!(snapshot(&out), before, "nothing outside changed");
     assert_eq!(
         std::fs::read_to_string(ws.join("sub/ok.txt")).unwrap(),
-        "pwned\n"
+        "edited\n"
     );
     assert_eq!(
         std::fs::read_to_string(tmp.join("scratch.txt")).unwrap(),
