@@ -158,6 +158,7 @@ Environment:
   GJC_OUTPUT_BACKLOG_BYTES    Unwritten output above which streamed deltas are merged and new
                               commands wait for the host to read (default: 1 MiB).
   GJC_TODO_REMINDERS          Reminders of open todo tasks per run (default: 3; 0 or off: none).
+  GJC_LANDLOCK_ABI            Use at most this Landlock ABI for the sandbox (0: as if the kernel had none).
   GJC_COMMAND_ID              Set by gjc in each shell command's environment (not read from
                               gjc's own): finds the command's escaped descendants.
   GJC_TEST_PANIC              Debug builds only, for tests: the thread named here panics.

@@ -2,6 +2,8 @@
 //! scripted provider. Every message gjc writes is checked against the protocol crate's types:
 //! each `session/update` and each request to the client must deserialize into its type.
 
+/// File delegation keeps to the session's roots, with normalised paths.
+mod confine;
 /// `$/cancel_request`, a dead parent, a client that stops reading stdout.
 mod robust;
 /// The bash tool in the editor's terminal (`terminal/*`).

@@ -8,6 +8,8 @@ mod acp;
 mod backpressure;
 /// Compaction, manual and automatic.
 mod compaction;
+/// Confined file writes: write and edit stay beneath the write roots.
+mod confine;
 /// Model requests over kept-alive connections.
 mod connections;
 /// What the published client requires of every frame.

@@ -154,6 +154,14 @@ impl<W: Write> Front<W> {
         let Some(path) = url.strip_prefix("file://") else {
             return self.reply_uri(host_id, Err(format!("{url} is served by no one here")));
         };
+        // The tools normalise a path and keep it to the session's roots before asking
+        // (`tools/confine.rs`); anything else never reaches the editor as written.
+        if !path.starts_with('/') || path.split('/').any(|part| part == "." || part == "..") {
+            let refused = format!(
+                "{path} is not an absolute, normalised path; it was not sent to the editor"
+            );
+            return self.reply_uri(host_id, Err(refused));
+        }
         let id = self.next_request_id();
         match (operation, content) {
             ("write", Some(content)) => {

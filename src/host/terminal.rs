@@ -79,6 +79,7 @@ mod tests {
         Command {
             tool_call_id: "call_1".into(),
             command: "echo hi".into(),
+            launcher: Vec::new(),
             cwd: PathBuf::from("/"),
             timeout: None,
             output_limit: 1024,

@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::confine;
 use super::files::{self, OpenError};
 use super::paths::{self, resolve};
 use super::read::io_reason;
 use super::{str_arg, Tool, ToolContext};
+use crate::fs::beneath;
 use crate::protocol::message::ToolOutput;
 
 pub struct Edit;
@@ -65,19 +67,9 @@ impl Tool for Edit {
             Ok(None) => {}
         }
         let path = resolve(&ctx.cwd, raw);
-        // Through the host only when it serves both: reading its buffer and then writing the
-        // disk under it would lose what the user has not saved.
-        let through_host = ctx.policy.host_reads && ctx.policy.host_writes;
-        let (original, meta) = if through_host {
-            match host_file(&path, raw, None, ctx) {
-                Ok(text) => (text.into_bytes(), None),
-                Err(e) => return ToolOutput::error(e),
-            }
-        } else {
-            match read_original(&path, raw) {
-                Ok((bytes, meta)) => (bytes, Some(meta)),
-                Err(e) => return ToolOutput::error(e),
-            }
+        let (original, dest) = match source(&path, raw, ctx) {
+            Ok(found) => found,
+            Err(e) => return ToolOutput::error(e),
         };
         let Ok(text) = String::from_utf8(original) else {
             return ToolOutput::error(format!("Cannot edit {raw}: it is not UTF-8 text"));
@@ -122,14 +114,7 @@ impl Tool for Edit {
             ));
         }
         let new_text = format!("{bom}{restored}");
-        if let Some(meta) = meta {
-            // Through a symlink the target is replaced, and the link stays.
-            let written = files::write_target(&path)
-                .and_then(|target| files::replace_file(&target, new_text.as_bytes(), Some(&meta)));
-            if let Err(e) = written {
-                return ToolOutput::error(format!("Cannot write {raw}: {}", io_reason(&e)));
-            }
-        } else if let Err(e) = host_file(&path, raw, Some(&new_text), ctx) {
+        if let Err(e) = dest.write(&path, raw, &new_text, ctx) {
             return ToolOutput::error(e);
         }
         let n = edits.len();
@@ -188,11 +173,57 @@ fn apply(text: &str, edits: &[(String, String)], path: &str) -> Result<String, S
     Ok(out)
 }
 
-/// Reads the file to edit: a regular file (a FIFO would block, a device never end) of at most
-/// `MAX_EDIT_BYTES`.
-/// Reads (`content` None) or writes a local file through the host.
+/// Where the edited text goes back to.
+enum Dest {
+    /// The host serves the file at this `file://` URL.
+    Host(String),
+    /// The local file, unconfined; through a symlink its target is replaced, and the link stays.
+    Disk(std::fs::Metadata),
+    /// The local file beneath the write roots, replaced in its confined folder.
+    Confined(beneath::Target, std::fs::Metadata),
+}
+
+/// Reads the file to edit. Through the host only when it serves both reads and writes:
+/// reading its buffer and then writing the disk under it would lose what the user has not saved.
+fn source(path: &Path, raw: &str, ctx: &ToolContext) -> Result<(Vec<u8>, Dest), String> {
+    if ctx.policy.host_reads && ctx.policy.host_writes {
+        let url = ctx.delegated_write(path, raw)?;
+        let text = host_file(&url, raw, None, ctx)?;
+        return Ok((text.into_bytes(), Dest::Host(url)));
+    }
+    if let Some(roots) = &ctx.sandbox.write_roots {
+        let (target, file, meta) = confine::open_for_edit(roots, path, raw)?;
+        let bytes = read_capped(file, &meta, raw)?;
+        return Ok((bytes, Dest::Confined(target, meta)));
+    }
+    let (file, meta) = match files::open_regular(path) {
+        Ok(f) => f,
+        Err(OpenError::Io(e)) => return Err(format!("Cannot edit {raw}: {}", io_reason(&e))),
+        Err(e) => return Err(e.describe(raw)),
+    };
+    let bytes = read_capped(file, &meta, raw)?;
+    Ok((bytes, Dest::Disk(meta)))
+}
+
+impl Dest {
+    fn write(self, path: &Path, raw: &str, text: &str, ctx: &ToolContext) -> Result<(), String> {
+        let io = |e: std::io::Error| format!("Cannot write {raw}: {}", io_reason(&e));
+        match self {
+            Dest::Host(url) => host_file(&url, raw, Some(text), ctx).map(drop),
+            Dest::Disk(meta) => files::write_target(path)
+                .and_then(|target| files::replace_file(&target, text.as_bytes(), Some(&meta)))
+                .map_err(io),
+            Dest::Confined(target, meta) => target
+                .replace(text.as_bytes(), Some(&meta))
+                .map_err(|e| format!("Cannot write {raw}: {e}")),
+        }
+    }
+}
+
+/// Reads (`content` None) or writes a local file through the host, at a URL already checked
+/// against the session's roots (`ToolContext::delegated_write`).
 fn host_file(
-    path: &Path,
+    url: &str,
     raw: &str,
     content: Option<&str>,
     ctx: &ToolContext,
@@ -201,19 +232,18 @@ fn host_file(
         .host
         .as_ref()
         .ok_or_else(|| format!("No host is attached to edit {raw}"))?;
-    let url = format!("file://{}", path.display());
     let verb = if content.is_some() { "write" } else { "edit" };
-    crate::host::uri::request(host, &url, content, &|| ctx.is_cancelled())
+    crate::host::uri::request(host, url, content, &|| ctx.is_cancelled())
         .map(|reply| reply.content.unwrap_or_default())
         .map_err(|e| format!("Cannot {verb} {raw}: {e}"))
 }
 
-fn read_original(path: &Path, raw: &str) -> Result<(Vec<u8>, std::fs::Metadata), String> {
-    let (file, meta) = match files::open_regular(path) {
-        Ok(f) => f,
-        Err(OpenError::Io(e)) => return Err(format!("Cannot edit {raw}: {}", io_reason(&e))),
-        Err(e) => return Err(e.describe(raw)),
-    };
+/// The file's text, up to `MAX_EDIT_BYTES` (a regular file, already opened).
+fn read_capped(
+    file: std::fs::File,
+    meta: &std::fs::Metadata,
+    raw: &str,
+) -> Result<Vec<u8>, String> {
     let too_big = |size: u64| {
         format!(
             "{raw} is {}; edit works on files up to {}. Use bash (e.g. sed -i) to change it.",
@@ -232,7 +262,7 @@ fn read_original(path: &Path, raw: &str) -> Result<(Vec<u8>, std::fs::Metadata),
     if bytes.len() as u64 > MAX_EDIT_BYTES {
         return Err(too_big(bytes.len() as u64));
     }
-    Ok((bytes, meta))
+    Ok(bytes)
 }
 
 #[cfg(test)]

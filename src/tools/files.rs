@@ -187,16 +187,7 @@ pub fn replace_file(target: &Path, bytes: &[u8], old: Option<&Metadata>) -> io::
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
-    // A name near the 255-byte limit must still leave room for the temporary suffix.
-    let mut short = name.len().min(200);
-    while !name.is_char_boundary(short) {
-        short -= 1;
-    }
-    let tmp = dir.join(format!(
-        ".{}.gjc-{}.tmp",
-        &name[..short],
-        crate::ids::short_id()
-    ));
+    let tmp = dir.join(temp_name(&name));
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)
@@ -224,9 +215,19 @@ pub fn replace_file(target: &Path, bytes: &[u8], old: Option<&Metadata>) -> io::
     Ok(())
 }
 
+/// A private temporary name beside `name`, for an atomic replace. A name near the 255-byte
+/// limit must still leave room for the suffix.
+pub(crate) fn temp_name(name: &str) -> String {
+    let mut short = name.len().min(200);
+    while !name.is_char_boundary(short) {
+        short -= 1;
+    }
+    format!(".{}.gjc-{}.tmp", &name[..short], crate::ids::short_id())
+}
+
 /// The process umask, read from `/proc` because `umask(2)` can only be read by changing it,
 /// which would race with other threads creating files.
-fn umask() -> u32 {
+pub(crate) fn umask() -> u32 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

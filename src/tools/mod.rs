@@ -5,6 +5,7 @@
 //! shell commands, a group kill, and for a host tool a cancel to the host.
 
 pub mod bash;
+pub mod confine;
 pub mod edit;
 pub mod escalate;
 pub mod files;

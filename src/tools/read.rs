@@ -3,7 +3,6 @@
 //! refused with a hint.
 
 use std::io::Read as _;
-use std::path::Path;
 
 use serde_json::{json, Value};
 
@@ -63,8 +62,14 @@ impl Tool for Read {
             offset: uint_arg(args, "offset").unwrap_or(1).max(1) as usize,
             limit: uint_arg(args, "limit").map(|l| l as usize),
         };
-        if ctx.policy.host_reads {
-            return read_through_host(&path, raw, window(), ctx);
+        // A path outside the session's roots is read from disk: the host is never asked.
+        if let Some(url) = ctx
+            .policy
+            .host_reads
+            .then(|| ctx.delegated_read(&path))
+            .flatten()
+        {
+            return read_through_host(&url, raw, window(), ctx);
         }
         let (file, meta) = match files::open_regular(&path) {
             Ok(f) => f,
@@ -93,12 +98,11 @@ impl Tool for Read {
 
 /// A local file the host serves (an editor's buffer, saved or not), windowed and capped as a
 /// file read from disk is.
-fn read_through_host(path: &Path, raw: &str, w: Window, ctx: &ToolContext) -> ToolOutput {
+fn read_through_host(url: &str, raw: &str, w: Window, ctx: &ToolContext) -> ToolOutput {
     let Some(host) = &ctx.host else {
         return ToolOutput::error(format!("No host is attached to read {raw}"));
     };
-    let url = format!("file://{}", path.display());
-    let text = match crate::host::uri::request(host, &url, None, &|| ctx.is_cancelled()) {
+    let text = match crate::host::uri::request(host, url, None, &|| ctx.is_cancelled()) {
         Ok(reply) => reply.content.unwrap_or_default(),
         Err(e) => return ToolOutput::error(format!("Cannot read {raw}: {e}")),
     };

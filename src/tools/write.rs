@@ -1,5 +1,6 @@
 //! `write`: creates parent folders and replaces the file atomically (through a symlink, its
-//! target); reports the bytes written. Only regular files are written.
+//! target); reports the bytes written. Only regular files are written. With write roots set,
+//! the write lands beneath one of them or is refused (`confine.rs`).
 
 use std::path::Path;
 
@@ -42,9 +43,15 @@ impl Tool for Write {
             Err(e) => ToolOutput::error(e),
             Ok(Some(scheme)) => write_host(raw, content, scheme, ctx),
             Ok(None) if ctx.policy.host_writes => {
-                write_through_host(&resolve(&ctx.cwd, raw), raw, content, ctx)
+                match ctx.delegated_write(&resolve(&ctx.cwd, raw), raw) {
+                    Ok(url) => write_through_host(&url, raw, content, ctx),
+                    Err(e) => ToolOutput::error(e),
+                }
             }
-            Ok(None) => write_local(&resolve(&ctx.cwd, raw), raw, content),
+            Ok(None) => match &ctx.sandbox.write_roots {
+                Some(roots) => super::confine::write(roots, &resolve(&ctx.cwd, raw), raw, content),
+                None => write_local(&resolve(&ctx.cwd, raw), raw, content),
+            },
         }
     }
 }
@@ -70,13 +77,13 @@ fn write_host(raw: &str, content: &str, scheme: &UriScheme, ctx: &ToolContext) -
     }
 }
 
-/// A local file the host writes (an editor saves it through its buffer).
-fn write_through_host(path: &Path, raw: &str, content: &str, ctx: &ToolContext) -> ToolOutput {
+/// A local file the host writes (an editor saves it through its buffer), at a URL already
+/// checked against the session's roots.
+fn write_through_host(url: &str, raw: &str, content: &str, ctx: &ToolContext) -> ToolOutput {
     let Some(host) = &ctx.host else {
         return ToolOutput::error(format!("No host is attached to write {raw}"));
     };
-    let url = format!("file://{}", path.display());
-    match crate::host::uri::request(host, &url, Some(content), &|| ctx.is_cancelled()) {
+    match crate::host::uri::request(host, url, Some(content), &|| ctx.is_cancelled()) {
         Ok(_) => ToolOutput::text(format!(
             "Successfully wrote {} bytes to {raw}",
             content.len()
