@@ -167,7 +167,7 @@ fn the_editors_terminal_runs_the_command_through_the_launcher() {
     let out = outside();
     let target = out.path().join("x");
     let command = format!("touch inside.txt; touch {}", target.display());
-    let mut g = acp(bash(&[command.clone()]));
+    let mut g = acp(bash(std::slice::from_ref(&command)));
     g.initialize(json!({"terminal": true}));
     let session = g.new_session();
     g.allow_all(&session);
