@@ -224,3 +224,44 @@ fn a_hostile_trust_store_trusts_nothing_and_gjc_stays_up() {
         assert!(std::fs::symlink_metadata(&store).unwrap().is_file());
     }
 }
+
+/// A decision that cannot be written (here the lock file's place is taken by a folder) is a
+/// failure saying why: `trust_project` fails and trusts nothing, `--trust-project` stops
+/// start-up with one line on stderr and nothing on stdout.
+#[test]
+fn a_decision_that_cannot_be_kept_is_a_clear_failure() {
+    let s = Setup::new();
+    std::fs::create_dir(s.agent().join("trusted-projects.json.lock")).unwrap();
+    let mut g = s.spawn(&[]);
+    skipped(&mut g, &s.project());
+    let failed = g.request(json!({"type": "trust_project"}));
+    assert_eq!(failed["success"], false, "{failed}");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("trusted-projects.json.lock"),
+        "{failed}"
+    );
+    assert!(!trusted(&mut g));
+    prompt(&mut g);
+    assert!(!s.log().exists(), "the hooks ran");
+    assert!(g.close_and_wait().is_some());
+
+    let project = s.project();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gjc"))
+        .args(["--mode", "rpc", "--trust-project", "--cwd"])
+        .arg(&project)
+        .env("GJC_CODING_AGENT_DIR", s.agent())
+        .env("HOME", s.dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("gjc: --trust-project: ") && stderr.contains("lock"),
+        "{stderr}"
+    );
+}

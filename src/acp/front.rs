@@ -26,6 +26,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::reader::Incoming;
+use super::trust;
 use super::updates::{self, SessionUpdate};
 use super::wire::Wire;
 use crate::host::HostRequest;
@@ -391,9 +392,13 @@ impl<W: Write> Front<W> {
             Waiting::SetModel(id, _) => id,
             Waiting::Trust(cwd) => {
                 // The decision is not kept, and the hooks stay skipped: the user is told why.
-                let text = format!("{} ({})", super::trust::skipped(&cwd), error.message);
-                let detail = error.data.map(|d| format!(": {d}")).unwrap_or_default();
-                if let Err(e) = self.notice(&format!("{text}{detail}")) {
+                let why = match error.data {
+                    Some(Value::String(text)) => text,
+                    Some(other) => other.to_string(),
+                    None => error.message,
+                };
+                let text = format!("{}; the answer was not kept: {why}", trust::skipped(&cwd));
+                if let Err(e) = self.notice(&text) {
                     log::info!("stdout closed: {e}");
                 }
                 return;

@@ -5,7 +5,8 @@
 //! timeout and the group kill of every shell command), never on the session, stdin or stdout
 //! threads: tool hooks inside the `gjc-tool` worker of their call (`tool.rs`), the others on a
 //! short-lived `gjc-hook` thread (`before_prompt` too, the session waiting for its answer as an
-//! event, `prompt.rs`). The hooks are loaded when the session starts (again when it moves to another project) and owned by it (passed
+//! event, `prompt.rs`). The hooks are loaded when the session starts (again when it moves to another project, or its
+//! project's trust changes; a project's own file only when it is trusted) and owned by it (passed
 //! to the tool workers that need them), not held in a global. A hook that fails is reported as a top-level `extension_error`
 //! frame and the work goes on as if it had allowed it, except `before_tool_call`, which fails
 //! closed (docs/hooks.md).
@@ -124,8 +125,8 @@ pub fn project_file(cwd: &Path) -> PathBuf {
     cwd.join(".gjc").join("hooks.json")
 }
 
-/// Whether the project has a hooks file (whatever it is: a link or a folder there is reported
-/// as skipped too, and needs no trust to be refused later).
+/// Whether the project has a hooks file: anything at that path (a link too) counts, so that an
+/// untrusted project's file is reported however it was made.
 pub fn has_project_file(cwd: &Path) -> bool {
     std::fs::symlink_metadata(project_file(cwd)).is_ok()
 }
