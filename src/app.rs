@@ -73,6 +73,11 @@ pub fn run(args: Args, parent: Parent) -> i32 {
         crate::session::todos::disable_reminders();
     }
     let agent_dir = cli::agent_dir();
+    if args.trust_project {
+        if let Err(e) = crate::trust::TrustStore::new(&agent_dir).remember(&cwd, true) {
+            return fatal(&format!("--trust-project: {e}"));
+        }
+    }
     let catalog = Catalog::load(&agent_dir);
     crate::secrets::Secrets::from_catalog(&catalog, args.pass_secrets_to_tools).install();
     let model = match pick_model(&catalog, &args) {
@@ -126,6 +131,7 @@ pub fn run(args: Args, parent: Parent) -> i32 {
         sessions_root,
         project,
         workflow: Default::default(),
+        project_trusted: false,
     };
     serve(state, &args, session_id, parent)
 }

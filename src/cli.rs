@@ -50,6 +50,12 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
 
+    /// Trust the working directory's project to run programs (its .gjc/hooks.json) and remember
+    /// that in <agent dir>/trusted-projects.json. Without it an untrusted project's hooks are
+    /// skipped and reported.
+    #[arg(long)]
+    pub trust_project: bool,
+
     /// Replace the built-in system prompt.
     #[arg(long, value_name = "TEXT")]
     pub system_prompt: Option<String>,
@@ -179,6 +185,9 @@ Files (<agent dir> is GJC_CODING_AGENT_DIR or ~/.gjc/agent):
           --no-rules and --no-skills).
   writes  <agent dir>/sessions/<folder for the cwd>/*.jsonl, or --session-dir; none with
           --no-session. Session commands may read other session files there.
+  reads   <agent dir>/hooks.json, and <cwd>/.gjc/hooks.json of a trusted project only.
+  writes  <agent dir>/trusted-projects.json  The projects trusted (or refused) to run programs:
+          --trust-project, the trust_project command, the editor's answer in ACP mode.
   writes  <agent dir>/rpc-sessions/<session id>.json   Which process runs which session;
           removed at exit.
   writes  $TMPDIR/gjc-*/                     Full outputs of truncated bash commands (private,

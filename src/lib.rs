@@ -70,6 +70,8 @@ pub mod tools;
 #[cfg(feature = "agent")]
 pub mod transport;
 #[cfg(feature = "agent")]
+pub mod trust;
+#[cfg(feature = "agent")]
 pub mod workers;
 #[cfg(feature = "agent")]
 pub mod workflow;

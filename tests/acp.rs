@@ -8,6 +8,8 @@ mod confine;
 mod robust;
 /// The bash tool in the editor's terminal (`terminal/*`).
 mod terminal;
+/// Whether a project may run its hooks, asked of the editor.
+mod trust;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};

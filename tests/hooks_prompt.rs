@@ -11,7 +11,8 @@ use super::hooks::{hook_pid, hooks_file, logged, say, script, slow_script, wait_
 use crate::support::fake_provider::openai_text;
 use crate::support::{gjc, types, FakeProvider, Gjc, Reply, TIMEOUT};
 
-/// A project folder whose `.gjc/hooks.json` is written by `setup(folder, log)`.
+/// A project folder whose `.gjc/hooks.json` is written by `setup(folder, log)`; gjc trusts it
+/// (`--trust-project`), so its hooks load.
 struct Project {
     dir: tempfile::TempDir,
 }
@@ -37,13 +38,14 @@ impl Project {
         gjc()
             .provider(&fake.base_url)
             .args(&["--provider", "fake-openai", "--model", "m", "--cwd", &cwd])
+            .args(&["--trust-project"])
             .spawn()
     }
 
     fn scripted(&self, turns: Value) -> Gjc {
         gjc()
             .script(json!({ "turns": turns }))
-            .args(&["--cwd", &self.cwd()])
+            .args(&["--cwd", &self.cwd(), "--trust-project"])
             .spawn()
     }
 }

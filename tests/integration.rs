@@ -59,6 +59,8 @@ mod sessions;
 mod state;
 /// Todo reminders when a run would end with open tasks, and the clear of a finished list.
 mod todo_reminders;
+/// Project trust: a project's hooks are skipped until it is trusted.
+mod trust;
 /// Unattended mode: declarations, the command preflight, budgets on the model's work, audit.
 mod unattended;
 /// The workflow stages: /deep-interview, /ralplan, /ultragoal.

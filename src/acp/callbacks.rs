@@ -39,15 +39,20 @@ pub(super) enum Outgoing {
     Terminal {
         host_id: String,
     },
+    /// Whether to trust the project in this folder (`trust.rs`); no host call waits on it.
+    Trust {
+        cwd: std::path::PathBuf,
+    },
 }
 
 impl Outgoing {
-    fn host_id(&self) -> &str {
+    fn host_id(&self) -> Option<&str> {
         match self {
             Outgoing::Permission { host_id, .. }
             | Outgoing::Read { host_id }
             | Outgoing::Write { host_id }
-            | Outgoing::Terminal { host_id } => host_id,
+            | Outgoing::Terminal { host_id } => Some(host_id),
+            Outgoing::Trust { .. } => None,
         }
     }
 }
@@ -184,7 +189,7 @@ impl<W: Write> Front<W> {
         let Some(id) = self
             .outgoing
             .iter()
-            .find(|(_, o)| o.host_id() == host_id)
+            .find(|(_, o)| o.host_id() == Some(host_id))
             .map(|(id, _)| id.clone())
         else {
             return Ok(());
@@ -209,13 +214,7 @@ impl<W: Write> Front<W> {
                 tool_call_id,
                 tool_name,
             } => {
-                let answer = result
-                    .ok()
-                    .and_then(|v| serde_json::from_value::<RequestPermissionResponse>(v).ok());
-                let chosen = match answer.map(|a| a.outcome) {
-                    Some(RequestPermissionOutcome::Selected(s)) => Some(s.option_id.0.to_string()),
-                    _ => None,
-                };
+                let chosen = chosen(result);
                 let allowed = matches!(chosen.as_deref(), Some("allow_once" | "allow_always"));
                 if chosen.as_deref() == Some("allow_always") {
                     self.always.insert(tool_name);
@@ -238,6 +237,7 @@ impl<W: Write> Front<W> {
                 self.reply_uri(host_id, result.map(|_| None).map_err(describe))
             }
             Outgoing::Terminal { host_id } => self.on_terminal_response(&host_id, result),
+            Outgoing::Trust { cwd } => self.on_trust_answer(cwd, chosen(result).as_deref()),
         }
     }
 
@@ -286,6 +286,17 @@ impl<W: Write> Front<W> {
     pub(super) fn next_request_id(&mut self) -> RequestId {
         self.next_client_id += 1;
         RequestId::Number(self.next_client_id)
+    }
+}
+
+/// The option the user picked in answer to `session/request_permission`, if any.
+fn chosen(result: Result<Value, Error>) -> Option<String> {
+    let answer = result
+        .ok()
+        .and_then(|v| serde_json::from_value::<RequestPermissionResponse>(v).ok());
+    match answer.map(|a| a.outcome) {
+        Some(RequestPermissionOutcome::Selected(s)) => Some(s.option_id.0.to_string()),
+        _ => None,
     }
 }
 

@@ -16,10 +16,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use agent_client_protocol_schema::v1::{
-    AgentCapabilities, AuthenticateResponse, ClientCapabilities, ContentBlock,
-    EmbeddedResourceResource, Error, Implementation, InitializeRequest, InitializeResponse,
-    McpCapabilities, PromptCapabilities, PromptRequest, PromptResponse, RequestId, SessionId,
-    SessionNotification, SetSessionConfigOptionResponse, ToolCallStatus,
+    AgentCapabilities, AuthenticateResponse, ClientCapabilities, Error, Implementation,
+    InitializeRequest, InitializeResponse, McpCapabilities, PromptCapabilities, PromptResponse,
+    RequestId, SessionId, SessionNotification, SetSessionConfigOptionResponse, ToolCallStatus,
 };
 use agent_client_protocol_schema::ProtocolVersion;
 use crossbeam_channel::{never, select_biased, Receiver, Sender, TrySendError};
@@ -27,6 +26,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::reader::Incoming;
+use super::trust;
 use super::updates::{self, SessionUpdate};
 use super::wire::Wire;
 use crate::host::HostRequest;
@@ -48,13 +48,15 @@ pub(super) enum Waiting {
     SetModel(RequestId, String),
     /// A step of opening, resuming or closing a session (`sessions.rs`).
     Session(super::sessions::Step),
+    /// `trust_project` after the editor's answer about this folder (`trust.rs`).
+    Trust(PathBuf),
 }
 
 impl Waiting {
     /// The client request it answers, if any.
     fn request(&self) -> Option<&RequestId> {
         match self {
-            Waiting::Nobody | Waiting::Prompt => None,
+            Waiting::Nobody | Waiting::Prompt | Waiting::Trust(_) => None,
             Waiting::SetModel(id, _) => Some(id),
             Waiting::Session(step) => Some(step.request()),
         }
@@ -69,6 +71,17 @@ pub(super) struct Turn {
     by_request: bool,
     /// The prompt command has been accepted by the session (its run has started).
     accepted: bool,
+}
+
+impl Turn {
+    pub(super) fn new(id: RequestId) -> Turn {
+        Turn {
+            id,
+            cancelled: false,
+            by_request: false,
+            accepted: false,
+        }
+    }
 }
 
 /// A tool call as announced, for the updates that follow.
@@ -291,34 +304,6 @@ impl<W: Write> Front<W> {
         Ok(())
     }
 
-    fn prompt(&mut self, id: RequestId, p: PromptRequest) -> std::io::Result<()> {
-        if *p.session_id.0 != *self.session {
-            return self
-                .wire
-                .respond::<()>(id, Err(Error::session_not_found(p.session_id)));
-        }
-        if self.turn.is_some() {
-            return self.wire.respond::<()>(id, Err(busy()));
-        }
-        let (message, images) = match prompt_text(&p.prompt) {
-            Ok((text, images)) => (super::commands::expand(&text, &self.skills), images),
-            Err(e) => return self.wire.respond::<()>(id, Err(e)),
-        };
-        self.session_used = true;
-        self.turn = Some(Turn {
-            id,
-            cancelled: false,
-            by_request: false,
-            accepted: false,
-        });
-        self.command(
-            "prompt",
-            json!({"message": message, "images": images}),
-            Waiting::Prompt,
-        );
-        Ok(())
-    }
-
     pub(super) fn cancel(&mut self) {
         let Some(turn) = &mut self.turn else { return };
         turn.cancelled = true;
@@ -408,6 +393,19 @@ impl<W: Write> Front<W> {
             },
             Waiting::Session(step) => step.request().clone(),
             Waiting::SetModel(id, _) => id,
+            Waiting::Trust(cwd) => {
+                // The decision is not kept, and the hooks stay skipped: the user is told why.
+                let why = match error.data {
+                    Some(Value::String(text)) => text,
+                    Some(other) => other.to_string(),
+                    None => error.message,
+                };
+                let text = format!("{}; the answer was not kept: {why}", trust::skipped(&cwd));
+                if let Err(e) = self.notice(&text) {
+                    log::info!("stdout closed: {e}");
+                }
+                return;
+            }
         };
         if let Err(e) = self.wire.respond::<()>(id, Err(error)) {
             log::info!("stdout closed: {e}");
@@ -447,7 +445,7 @@ impl<W: Write> Front<W> {
             .and_then(|d| serde_json::from_str(d.get()).ok())
             .unwrap_or(Value::Null);
         match then {
-            Waiting::Nobody => Ok(()),
+            Waiting::Nobody | Waiting::Trust(_) => Ok(()),
             Waiting::Prompt => {
                 let cancelled = self.turn.as_mut().map(|t| {
                     t.accepted = true;
@@ -599,45 +597,4 @@ fn decode<T: DeserializeOwned>(params: Value) -> Result<T, Error> {
         let path = e.path().to_string();
         Error::invalid_params().data(format!("{path}: {}", e.into_inner()))
     })
-}
-
-/// The prompt's text and images. Embedded resources are given to the model as tagged context,
-/// resource links as a mention of the resource.
-fn prompt_text(blocks: &[ContentBlock]) -> Result<(String, Vec<Value>), Error> {
-    let mut text = String::new();
-    let mut images = Vec::new();
-    for block in blocks {
-        match block {
-            ContentBlock::Text(t) => push_paragraph(&mut text, &t.text),
-            ContentBlock::Image(i) => {
-                images.push(json!({"type": "image", "data": i.data, "mimeType": i.mime_type}))
-            }
-            ContentBlock::ResourceLink(link) => {
-                push_paragraph(&mut text, &format!("@{}", link.uri));
-            }
-            ContentBlock::Resource(resource) => match &resource.resource {
-                EmbeddedResourceResource::TextResourceContents(r) => push_paragraph(
-                    &mut text,
-                    &format!("<context uri=\"{}\">\n{}\n</context>", r.uri, r.text),
-                ),
-                _ => {
-                    return Err(Error::invalid_params().data(
-                        "binary embedded resources are not supported; send text or an image",
-                    ))
-                }
-            },
-            _ => {
-                return Err(Error::invalid_params()
-                    .data("audio prompts are not supported (promptCapabilities.audio is false)"))
-            }
-        }
-    }
-    Ok((text, images))
-}
-
-fn push_paragraph(text: &mut String, part: &str) {
-    if !text.is_empty() {
-        text.push_str("\n\n");
-    }
-    text.push_str(part);
 }

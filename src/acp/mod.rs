@@ -6,17 +6,20 @@
 //! - `gjc-acp` (`front.rs`) replaces `gjc-stdout`: it reads the same output lane, turns client
 //!   requests into session commands and session events into `session/update` notifications,
 //!   and serves the host broker's callbacks through the editor (`callbacks.rs`, and
-//!   `terminal.rs` for the bash tool's commands when the editor offers terminals).
+//!   `terminal.rs` for the bash tool's commands when the editor offers terminals), and asks
+//!   the editor whether a project with hooks may run them (`trust.rs`).
 //!
 //! Wire types come from the protocol's own schema crate (`agent-client-protocol-schema`).
 
 pub mod callbacks;
 pub mod commands;
 pub mod front;
+mod prompt;
 pub mod reader;
 pub mod sessions;
 mod settings;
 mod terminal;
+mod trust;
 pub mod updates;
 pub mod wire;
 

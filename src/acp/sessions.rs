@@ -353,7 +353,7 @@ impl<W: Write> Front<W> {
         if mcp {
             self.notice("gjc does not connect to MCP servers; the ones listed were not started")?;
         }
-        self.available_commands()
+        self.opened_updates()
     }
 
     /// The session switched: `session/load` replays it next, `session/resume` is answered.
@@ -377,7 +377,7 @@ impl<W: Write> Front<W> {
             .modes(self.modes())
             .config_options(self.config_options());
         self.wire.respond(id, Ok(response))?;
-        self.available_commands()
+        self.opened_updates()
     }
 
     /// Replays the loaded history as updates, then answers `session/load`.
@@ -399,7 +399,16 @@ impl<W: Write> Front<W> {
             .modes(self.modes())
             .config_options(self.config_options());
         self.wire.respond(id, Ok(response))?;
-        self.available_commands()
+        self.opened_updates()
+    }
+}
+
+impl<W: Write> Front<W> {
+    /// What follows the answer to a session request: the slash commands, then the question
+    /// whether the project may run its hooks, if it has any and nobody decided yet.
+    fn opened_updates(&mut self) -> std::io::Result<()> {
+        self.available_commands()?;
+        self.check_trust()
     }
 }
 

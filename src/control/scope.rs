@@ -104,9 +104,12 @@ pub fn scope_of(command: &str) -> Option<Scope> {
         "export_html" => Scope::Export,
         "set_host_tools" => Scope::HostTools,
         "set_host_uri_schemes" => Scope::HostUri,
-        "handoff" | "checkpoint_for_handoff" | "get_login_providers" | "login" | "set_sandbox" => {
-            Scope::Admin
-        }
+        "handoff"
+        | "checkpoint_for_handoff"
+        | "get_login_providers"
+        | "login"
+        | "trust_project"
+        | "set_sandbox" => Scope::Admin,
         _ => return None,
     })
 }

@@ -5,7 +5,8 @@
 //! timeout and the group kill of every shell command), never on the session, stdin or stdout
 //! threads: tool hooks inside the `gjc-tool` worker of their call (`tool.rs`), the others on a
 //! short-lived `gjc-hook` thread (`before_prompt` too, the session waiting for its answer as an
-//! event, `prompt.rs`). The hooks are loaded when the session starts (again when it moves to another project) and owned by it (passed
+//! event, `prompt.rs`). The hooks are loaded when the session starts (again when it moves to another project, or its
+//! project's trust changes; a project's own file only when it is trusted) and owned by it (passed
 //! to the tool workers that need them), not held in a global. A hook that fails is reported as a top-level `extension_error`
 //! frame and the work goes on as if it had allowed it, except `before_tool_call`, which fails
 //! closed (docs/hooks.md).
@@ -88,13 +89,25 @@ pub struct Hooks {
 }
 
 /// Loads the hooks files (at session start); a file that cannot be used is reported as an
-/// `extension_error` with event `load` and skipped whole.
-pub fn load(agent_dir: &Path, cwd: &Path, bash: BashHandle, out: OutTx) -> Arc<Hooks> {
+/// `extension_error` with event `load` and skipped whole. The project's file runs programs the
+/// user did not write, so it is read only when the project is trusted (`crate::trust`); else
+/// it is reported, naming how to trust it, and skipped. The agent dir's file is the user's own.
+pub fn load(
+    agent_dir: &Path,
+    cwd: &Path,
+    project_trusted: bool,
+    bash: BashHandle,
+    out: OutTx,
+) -> Arc<Hooks> {
     let mut hooks = Vec::new();
-    for file in [
-        agent_dir.join("hooks.json"),
-        cwd.join(".gjc").join("hooks.json"),
-    ] {
+    let mut files = vec![agent_dir.join("hooks.json")];
+    if project_trusted {
+        files.push(project_file(cwd));
+    } else if has_project_file(cwd) {
+        let file = project_file(cwd).display().to_string();
+        report(&out, &file, "load", &untrusted(cwd));
+    }
+    for file in files {
         match load_file(&file, cwd) {
             Ok(found) => hooks.extend(found),
             Err(e) => report(&out, &file.display().to_string(), "load", &e),
@@ -108,6 +121,26 @@ pub fn load(agent_dir: &Path, cwd: &Path, bash: BashHandle, out: OutTx) -> Arc<H
         running: Mutex::new(Vec::new()),
         launch: Mutex::new(crate::sandbox::Launch::Unconfined),
     })
+}
+
+/// The project's hooks file: `<cwd>/.gjc/hooks.json`.
+pub fn project_file(cwd: &Path) -> PathBuf {
+    cwd.join(".gjc").join("hooks.json")
+}
+
+/// Whether the project has a hooks file: anything at that path (a link too) counts, so that an
+/// untrusted project's file is reported however it was made.
+pub fn has_project_file(cwd: &Path) -> bool {
+    std::fs::symlink_metadata(project_file(cwd)).is_ok()
+}
+
+/// Why an untrusted project's hooks are skipped, and how to trust it.
+fn untrusted(cwd: &Path) -> String {
+    format!(
+        "not loaded: the project {} is not trusted to run programs; trust it with \
+         `gjc --trust-project`, the `trust_project` command, or the editor's prompt (ACP)",
+        cwd.display()
+    )
 }
 
 /// A missing file is no hooks; anything else wrong with it is an error naming the problem.

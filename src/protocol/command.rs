@@ -114,6 +114,7 @@ commands! {
     GetLoginProviders = "get_login_providers" => NoParams,
     Login = "login" => LoginParams,
     CheckpointForHandoff = "checkpoint_for_handoff" => CheckpointParams,
+    TrustProject = "trust_project" => TrustProjectParams,
 }
 
 impl Command {
@@ -309,6 +310,21 @@ pub struct CheckpointParams {
     pub authority: Option<Value>,
     #[serde(default)]
     pub lane: Option<String>,
+}
+
+/// `trust_project`: whether a project's own files may run programs (its `.gjc/hooks.json`).
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
+pub struct TrustProjectParams {
+    /// The project folder (absolute); by default the session's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// `false` revokes the trust (and is remembered as a refusal).
+    #[serde(default = "yes")]
+    pub trusted: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[cfg(test)]

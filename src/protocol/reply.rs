@@ -113,6 +113,16 @@ pub struct SessionState {
     /// The kernel sandbox commands run in (docs/sandbox.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<super::sandbox::SandboxState>,
+    /// Whether the session's project is trusted, so its `.gjc/hooks.json` is loaded.
+    pub project_trusted: bool,
+}
+
+/// `trust_project`: the decision as remembered.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct ProjectTrust {
+    /// The project folder, canonical.
+    pub cwd: String,
+    pub trusted: bool,
 }
 
 /// How full the model's context window is.

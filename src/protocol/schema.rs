@@ -207,6 +207,7 @@ fn payload(gen: &mut SchemaGenerator, command: &str) -> Payload {
         "workflow_gate_response" => gen.subschema_for::<super::gate::GateResolution>(),
         "get_pending_workflow_gates" => gen.subschema_for::<super::gate::PendingGates>(),
         "negotiate_unattended" => gen.subschema_for::<UnattendedAccepted>(),
+        "trust_project" => gen.subschema_for::<ProjectTrust>(),
         // No payload for a model without thinking levels.
         "cycle_thinking_level" => return Payload::Maybe(gen.subschema_for::<ThinkingLevel>()),
         _ => return Payload::None,

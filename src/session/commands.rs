@@ -133,6 +133,10 @@ impl SessionLoop {
                 .workflow_gate_response(p)
                 .and_then(|v| data(&v)),
             Command::GetPendingWorkflowGates(_) => data(&self.pending_workflow_gates()),
+            Command::TrustProject(p) => self
+                .trust_project(p.cwd.as_deref(), p.trusted)
+                .map_err(ErrorValue::from)
+                .and_then(|r| data(&r)),
             Command::Handoff(_) | Command::CheckpointForHandoff(_) => Err(TypedError::not_supported(
                 name,
                 "this build has no session handoff",

@@ -28,16 +28,22 @@ impl SessionLoop {
         self.hooks = Some(hooks);
     }
 
-    fn load_hooks(&self) -> std::sync::Arc<crate::hooks::Hooks> {
+    /// Loads the hooks of the session's project, its own only if it is trusted (`crate::trust`).
+    fn load_hooks(&mut self) -> std::sync::Arc<crate::hooks::Hooks> {
+        let agent_dir = crate::cli::agent_dir();
+        self.state.project_trusted =
+            crate::trust::TrustStore::new(&agent_dir).is_trusted(&self.state.cwd);
         crate::hooks::load(
-            &crate::cli::agent_dir(),
+            &agent_dir,
             &self.state.cwd,
+            self.state.project_trusted,
             self.bash.clone(),
             self.ch.out.clone(),
         )
     }
 
-    /// The session moved to another project: its hooks replace the old project's from now on.
+    /// The session moved to another project, or its project's trust changed: the hooks loaded
+    /// now replace the old ones from now on.
     /// `session_start` and `session_end` stay once per process. Hooks of the old project still
     /// running finish unreported, so their frames cannot outlive the output lane.
     pub(super) fn reload_hooks(&mut self) {

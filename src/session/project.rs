@@ -1,15 +1,18 @@
 //! The project a session works in: its folder, and what gjc loads from that folder (context files
 //! and skills in the system prompt, rule files, hooks) and where its session files go. gjc starts
 //! in `--cwd`; `new_session {cwd}` and `switch_session {cwd}` move the session to another folder,
-//! and everything project-scoped is loaded again for it. The session owns what it loads.
+//! and everything project-scoped is loaded again for it. The session owns what it loads. What
+//! runs programs (hooks) loads only for a trusted project (`crate::trust`, `trust_project`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::SessionLoop;
 use crate::prompt::{self, PromptOptions};
+use crate::protocol::reply::ProjectTrust;
 use crate::provider::ToolSpec;
 use crate::rules::RuleSet;
+use crate::trust::TrustStore;
 
 /// What the start-up flags say about loading a project; kept so another folder is loaded the
 /// same way as the first.
@@ -100,6 +103,31 @@ impl SessionLoop {
         self.state.cwd = cwd;
         self.reload_hooks();
         self.registry.set_cwd(&self.state.cwd);
+    }
+}
+
+impl SessionLoop {
+    /// `trust_project`: remembers whether the folder `cwd` (by default the session's project)
+    /// may run programs through its own files. For the session's project the hooks are loaded
+    /// again at once when that changes what may load: trusted, its `.gjc/hooks.json` takes
+    /// effect for the events that follow; revoked, its hooks are dropped.
+    pub(super) fn trust_project(
+        &mut self,
+        cwd: Option<&str>,
+        trusted: bool,
+    ) -> Result<ProjectTrust, String> {
+        let cwd = match cwd {
+            Some(raw) => resolve_cwd(Path::new(raw))?,
+            None => self.state.cwd.clone(),
+        };
+        TrustStore::new(&crate::cli::agent_dir()).remember(&cwd, trusted)?;
+        if cwd == self.state.cwd && trusted != self.state.project_trusted {
+            self.reload_hooks();
+        }
+        Ok(ProjectTrust {
+            cwd: cwd.display().to_string(),
+            trusted,
+        })
     }
 }
 

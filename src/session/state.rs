@@ -41,6 +41,9 @@ pub struct Session {
     pub project: super::project::ProjectOptions,
     /// Workflow gates and the stage in progress.
     pub workflow: crate::workflow::Workflow,
+    /// The project is trusted to run programs (`crate::trust`): its hooks are loaded. Set each
+    /// time the hooks are loaded.
+    pub project_trusted: bool,
 }
 
 impl Session {
@@ -112,6 +115,7 @@ impl Session {
             }),
             unattended: None,
             sandbox: None,
+            project_trusted: self.project_trusted,
         }
     }
 

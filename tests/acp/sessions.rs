@@ -135,6 +135,13 @@ fn a_session_in_another_folder_works_and_is_stored_there() {
             .any(|c| c["name"] == "deploy"),
         "the folder's skills are offered: {commands}"
     );
+    // The folder's hooks run once the editor trusts it, which gjc asks right after.
+    let seen = g.until(|m| m["method"] == "session/request_permission");
+    let ask = seen.last().unwrap();
+    g.answer(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_always"}}),
+    );
     allow_all(&mut g, &session);
     let calls = [
         ("c1", "bash", json!({"command": "pwd"})),

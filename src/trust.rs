@@ -1,0 +1,306 @@
+//! Which projects the user trusts to run code: `<agent dir>/trusted-projects.json`.
+//!
+//! A project's own files that make gjc run programs (today `.gjc/hooks.json`) are loaded only
+//! for a trusted project; a cloned repository cannot run anything by being opened. Context files
+//! stay text and need no trust. The host decides: `--trust-project`, the `trust_project`
+//! command, or in ACP the editor's answer to a permission request. The decision is kept here,
+//! in the user's agent dir, so it holds for every later process.
+//!
+//! A project is named by its canonical folder (symlinks resolved), and only that exact folder
+//! counts: a subfolder, even of a trusted project, is a project of its own (a vendored or
+//! cloned repository inside a trusted one brings its own `.gjc/hooks.json`, which nobody
+//! looked at when the outer one was trusted).
+//!
+//! The file is read as hostile input: a regular file only (no link, FIFO or device), owned by
+//! this user and writable by no one else, at most [`MAX_BYTES`]. Anything wrong with it means
+//! "nothing trusted" and a logged warning, never a failure of the session. It is written whole
+//! to a private (0600) temporary file, then renamed over the old one, under a lock file so that
+//! two processes deciding at once both keep their decision.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// The store's file name in the agent dir.
+pub const FILE: &str = "trusted-projects.json";
+/// A store larger than this is refused (thousands of folder names fit in it).
+pub const MAX_BYTES: u64 = 1024 * 1024;
+/// The longest a decision waits for another process holding the lock.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// What the user decided about a project.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Trusted,
+    /// Refused and remembered: nobody is asked again.
+    Refused,
+    /// Never asked, or the store cannot be used.
+    Unknown,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Stored {
+    version: u32,
+    #[serde(default)]
+    trusted: Vec<String>,
+    #[serde(default)]
+    refused: Vec<String>,
+}
+
+/// The trust store of one agent dir.
+#[derive(Debug, Clone)]
+pub struct TrustStore {
+    dir: PathBuf,
+}
+
+impl TrustStore {
+    pub fn new(agent_dir: &Path) -> TrustStore {
+        TrustStore {
+            dir: agent_dir.to_path_buf(),
+        }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(FILE)
+    }
+
+    /// The decision about `project` (a canonical folder). A store that cannot be used is logged
+    /// and trusts nothing.
+    pub fn decision(&self, project: &Path) -> Decision {
+        let stored = match self.read() {
+            Ok(stored) => stored,
+            Err(e) => {
+                log::warn!("{}: {e}; no project is trusted", self.path().display());
+                return Decision::Unknown;
+            }
+        };
+        let Some(name) = project.to_str() else {
+            return Decision::Unknown;
+        };
+        // Listed both ways (edited by hand): refusal wins.
+        if stored.refused.iter().any(|p| p == name) {
+            Decision::Refused
+        } else if stored.trusted.iter().any(|p| p == name) {
+            Decision::Trusted
+        } else {
+            Decision::Unknown
+        }
+    }
+
+    pub fn is_trusted(&self, project: &Path) -> bool {
+        self.decision(project) == Decision::Trusted
+    }
+
+    /// Records that `project` (a canonical folder) is trusted, or refused. A store that could not
+    /// be read is replaced (it trusted nothing anyway).
+    pub fn remember(&self, project: &Path, trusted: bool) -> Result<(), String> {
+        let name = project
+            .to_str()
+            .filter(|_| project.is_absolute())
+            .ok_or_else(|| format!("{} is not an absolute UTF-8 path", project.display()))?;
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
+        let _lock = self.lock()?;
+        let mut stored = self.read().unwrap_or_else(|e| {
+            log::warn!("{}: {e}; replacing it", self.path().display());
+            Stored::default()
+        });
+        stored.version = 1;
+        stored.trusted.retain(|p| p != name);
+        stored.refused.retain(|p| p != name);
+        let list = if trusted {
+            &mut stored.trusted
+        } else {
+            &mut stored.refused
+        };
+        list.push(name.to_string());
+        let text = serde_json::to_vec_pretty(&stored).map_err(|e| e.to_string())?;
+        self.replace(&text)
+            .map_err(|e| format!("cannot write {}: {e}", self.path().display()))
+    }
+
+    /// The store's contents; a missing file is an empty store.
+    fn read(&self) -> Result<Stored, String> {
+        let Some(bytes) = read_private(&self.path())? else {
+            return Ok(Stored::default());
+        };
+        let stored: Stored =
+            serde_json::from_slice(&bytes).map_err(|e| format!("not a trust store: {e}"))?;
+        if stored.version != 1 {
+            return Err(format!("unknown version {}", stored.version));
+        }
+        let entries = stored.trusted.iter().chain(&stored.refused);
+        if let Some(bad) = entries.into_iter().find(|p| !Path::new(p).is_absolute()) {
+            return Err(format!("{bad:?} is not an absolute path"));
+        }
+        Ok(stored)
+    }
+
+    /// Writes `text` to a private temporary file beside the store, then renames it over the
+    /// store: a reader sees the old list or the new one, never half of one.
+    fn replace(&self, text: &[u8]) -> std::io::Result<()> {
+        let tmp = self.dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let written = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+            .and_then(|mut f| {
+                f.write_all(text)?;
+                f.sync_all()
+            })
+            .and_then(|()| std::fs::rename(&tmp, self.path()));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written?;
+        File::open(&self.dir)?.sync_all()
+    }
+
+    /// An exclusive lock on `<store>.lock`, waited for at most [`LOCK_WAIT`]; released when the
+    /// file is dropped (closed).
+    fn lock(&self) -> Result<File, String> {
+        let path = self.dir.join(format!("{FILE}.lock"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let regular = file.metadata().is_ok_and(|m| m.is_file());
+        if !regular {
+            return Err(format!("{} is not a regular file", path.display()));
+        }
+        let deadline = Instant::now() + LOCK_WAIT;
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor this function owns.
+        while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{} is held by another process; try again",
+                    path.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(file)
+    }
+}
+
+/// The bytes of `path` if it is a regular file of this user that no one else may write, at most
+/// [`MAX_BYTES`]; `None` when it does not exist. Opened without following a link and without
+/// blocking (a FIFO would wait for a writer), then checked on the open file.
+fn read_private(path: &Path) -> Result<Option<Vec<u8>>, String> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err("is a symbolic link".into()),
+        Err(e) => return Err(format!("cannot open: {e}")),
+    };
+    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    // SAFETY: geteuid has no preconditions.
+    if meta.uid() != unsafe { libc::geteuid() } || meta.mode() & 0o022 != 0 {
+        return Err("owned by another user or writable by others".into());
+    }
+    if meta.len() > MAX_BYTES {
+        return Err(format!("larger than {MAX_BYTES} bytes"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(format!("larger than {MAX_BYTES} bytes"));
+    }
+    Ok(Some(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn store() -> (tempfile::TempDir, TrustStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TrustStore::new(&dir.path().join("agent"));
+        (dir, store)
+    }
+
+    #[test]
+    fn decisions_are_remembered_and_replaced() {
+        let (_dir, store) = store();
+        let a = Path::new("/srv/a");
+        assert_eq!(store.decision(a), Decision::Unknown);
+        store.remember(a, true).unwrap();
+        store.remember(Path::new("/srv/b"), false).unwrap();
+        assert_eq!(store.decision(a), Decision::Trusted);
+        assert_eq!(store.decision(Path::new("/srv/b")), Decision::Refused);
+        // Only the folder itself: neither a subfolder nor a parent.
+        assert_eq!(store.decision(Path::new("/srv/a/sub")), Decision::Unknown);
+        assert_eq!(store.decision(Path::new("/srv")), Decision::Unknown);
+        store.remember(a, false).unwrap();
+        assert_eq!(store.decision(a), Decision::Refused);
+        let meta = std::fs::metadata(store.path()).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert!(store.remember(Path::new("relative"), true).is_err());
+    }
+
+    #[test]
+    fn a_hostile_or_corrupt_store_trusts_nothing() {
+        let (_dir, store) = store();
+        let a = Path::new("/srv/a");
+        store.remember(a, true).unwrap();
+        let path = store.path();
+        let hostile: [(&str, &dyn Fn()); 6] = [
+            ("garbage", &|| std::fs::write(&path, "{not json").unwrap()),
+            ("unknown key", &|| {
+                std::fs::write(&path, r#"{"version":1,"trusted":["/srv/a"],"x":1}"#).unwrap()
+            }),
+            ("relative", &|| {
+                std::fs::write(&path, r#"{"version":1,"trusted":["/srv/a","b"]}"#).unwrap()
+            }),
+            ("symlink", &|| {
+                std::fs::remove_file(&path).unwrap();
+                std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+            }),
+            ("fifo", &|| {
+                std::fs::remove_file(&path).unwrap();
+                let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+                // SAFETY: a valid C string.
+                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+            }),
+            ("world-writable", &|| {
+                std::fs::remove_file(&path).unwrap();
+                std::fs::write(&path, r#"{"version":1,"trusted":["/srv/a"]}"#).unwrap();
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+            }),
+        ];
+        for (what, make) in hostile {
+            make();
+            assert_eq!(store.decision(a), Decision::Unknown, "{what}");
+            // A new decision replaces the unusable store.
+            store.remember(a, true).unwrap();
+            assert_eq!(store.decision(a), Decision::Trusted, "{what}");
+        }
+        let big = vec![b' '; MAX_BYTES as usize + 1];
+        std::fs::write(&path, big).unwrap();
+        assert_eq!(store.decision(a), Decision::Unknown);
+    }
+}
