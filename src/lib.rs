@@ -34,6 +34,8 @@ pub mod exec;
 #[cfg(feature = "agent")]
 pub mod export_html;
 #[cfg(feature = "agent")]
+pub mod fs;
+#[cfg(feature = "agent")]
 pub mod gates;
 #[cfg(feature = "agent")]
 pub mod hooks;

@@ -49,6 +49,22 @@ fn read_header(reader: &mut impl BufRead) -> Option<Value> {
     (header["type"] == "session").then_some(header)
 }
 
+/// The id in a session header, when it is one: ids name files (the gate store, the registry
+/// record), so an id that does not match [`crate::ids::is_valid_id`] makes the file no session
+/// gjc lists, finds or deletes. It is reported in the log.
+fn header_id(header: &Value, path: &Path) -> Option<String> {
+    let id = header.get("id").and_then(Value::as_str)?;
+    if !crate::ids::is_valid_id(id) {
+        log::warn!(
+            "skipping session file {}: {}",
+            path.display(),
+            crate::ids::invalid_id("header id", id)
+        );
+        return None;
+    }
+    Some(id.to_string())
+}
+
 /// A stored session as its header and file say, without reading its entries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored {
@@ -67,7 +83,7 @@ pub fn stored(path: &Path) -> Option<Stored> {
     let header = read_header(&mut BufReader::new(file))?;
     let text = |key: &str| header.get(key).and_then(Value::as_str).map(str::to_string);
     Some(Stored {
-        id: text("id")?,
+        id: header_id(&header, path)?,
         path: path.to_path_buf(),
         cwd: text("cwd"),
         title: text("title"),
@@ -184,7 +200,7 @@ pub fn summary(path: &Path) -> Option<SessionSummary> {
         .map(crate::ids::iso_from_ms);
     let text = |key: &str| header.get(key).and_then(Value::as_str).map(str::to_string);
     Some(SessionSummary {
-        id: text("id")?,
+        id: header_id(&header, path)?,
         path: path.display().to_string(),
         name: text("title"),
         created: text("timestamp"),
