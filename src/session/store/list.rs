@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use std::borrow::Cow;
@@ -21,17 +20,11 @@ const MAX_HEADER: u64 = 64 * 1024;
 /// on it: a FIFO named like a session would hold `open` until somebody writes to it, and with it
 /// the thread listing or loading sessions. (`O_NONBLOCK` changes nothing for a regular file.)
 pub fn open_regular(path: &Path) -> io::Result<File> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
-    Ok(file)
+    use crate::fs::bounded::{self, Links, ReadError};
+    bounded::open_regular(path, Links::Follow).map_err(|e| match e {
+        ReadError::Io(e) => e,
+        refused => io::Error::new(io::ErrorKind::InvalidInput, refused.to_string()),
+    })
 }
 
 /// A session file's header line, read without reading the rest of the file.
@@ -282,6 +275,20 @@ mod tests {
         assert_eq!(ids, ["aaa"]);
         let err = open_regular(&fifo).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn a_header_id_that_is_a_path_is_not_a_stored_session() {
+        let (tmp, dir) = root_with_one_session("", "");
+        for (n, id) in ["/etc/x", "../../x", ".."].iter().enumerate() {
+            let header = serde_json::json!({"type": "session", "id": id, "cwd": "/p"});
+            let file = dir.join(format!("2026-01-0{}T00-00-00-000Z_x.jsonl", n + 2));
+            std::fs::write(&file, format!("{header}\n")).unwrap();
+            assert_eq!(stored(&file), None, "{id}");
+            assert!(summary(&file).is_none(), "{id}");
+            assert!(find(std::slice::from_ref(&dir), id).is_none(), "{id}");
+        }
+        assert_eq!(list(tmp.path(), &dir, true).len(), 1);
     }
 
     #[test]
