@@ -85,7 +85,7 @@ pub struct Args {
     pub no_title: bool,
 
     /// An id the host uses for this session; becomes the session id and part of the session file
-    /// name: 1 to 128 letters, digits, '.', '_', ':' or '-'.
+    /// name: 1 to 128 letters, digits, '.', '_', ':' or '-', not starting with '.'.
     #[arg(long, value_name = "ID")]
     pub provider_session_id: Option<String>,
 
@@ -257,10 +257,9 @@ fn resolve_thinking(level: Option<&str>) -> Result<Option<String>, String> {
 
 /// The session id names the session file, so it must stay one harmless file-name component.
 fn check_session_id(id: &str) -> Result<(), String> {
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
-    if id.is_empty() || id.len() > 128 || !id.chars().all(allowed) {
+    if !crate::ids::is_valid_id(id) {
         return Err(format!(
-            "invalid --provider-session-id {id:?}: use 1 to 128 letters, digits, '.', '_', ':' or '-'"
+            "invalid --provider-session-id {id:?}: use 1 to 128 letters, digits, '.', '_', ':' or '-', not starting with '.'"
         ));
     }
     Ok(())
@@ -309,7 +308,17 @@ mod tests {
             assert!(parse(&["--provider-session-id", id]).is_ok(), "{id}");
         }
         let long = "a".repeat(129);
-        for id in ["", "../../x", "a/b", "a\\b", "a b", "\u{7}", long.as_str()] {
+        for id in [
+            "",
+            "..",
+            ".x",
+            "../../x",
+            "a/b",
+            "a\\b",
+            "a b",
+            "\u{7}",
+            long.as_str(),
+        ] {
             assert!(parse(&["--provider-session-id", id]).is_err(), "{id:?}");
         }
     }

@@ -72,6 +72,48 @@ pub fn short_id() -> String {
     format!("{:016x}", next_u64())
 }
 
+/// The longest id accepted from outside (session ids, run ids).
+pub const MAX_ID_LEN: usize = 128;
+
+/// The one pattern every id that names a file must match, wherever it comes from (a session
+/// file's header, a command, a record): 1 to 128 ASCII letters, digits, `.`, `_`, `:` or `-`,
+/// not starting with `.`. Such an id is one harmless file-name component: never empty, `.`,
+/// `..`, absolute, nor holding a `/` or a NUL.
+pub fn is_valid_id(id: &str) -> bool {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-');
+    (1..=MAX_ID_LEN).contains(&id.len()) && !id.starts_with('.') && id.bytes().all(allowed)
+}
+
+/// Why `id` was refused, for error messages.
+pub fn invalid_id(what: &str, id: &str) -> String {
+    let shown: String = id.chars().take(MAX_ID_LEN + 8).collect();
+    format!(
+        "invalid {what} {shown:?}: an id is 1 to {MAX_ID_LEN} letters, digits, '.', '_', ':' or '-', not starting with '.'"
+    )
+}
+
+/// `<dir>/<name>` for a file named after an id: `name` must be `id` (checked against
+/// [`is_valid_id`]) with a fixed `suffix`, and the joined path must stay directly in `dir`.
+pub fn join_id(
+    dir: &std::path::Path,
+    id: &str,
+    suffix: &str,
+) -> Result<std::path::PathBuf, String> {
+    if !is_valid_id(id) {
+        return Err(invalid_id("id", id));
+    }
+    let path = dir.join(format!("{id}{suffix}"));
+    // Belt and braces: a suffix holding a separator would also leave the folder.
+    let stays = path.parent() == Some(dir)
+        && path
+            .file_name()
+            .is_some_and(|n| n.as_encoded_bytes() == format!("{id}{suffix}").as_bytes());
+    if !stays {
+        return Err(format!("{id}{suffix} does not stay in {}", dir.display()));
+    }
+    Ok(path)
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -122,6 +164,46 @@ mod tests {
         // The first 48 bits are the creation time in milliseconds.
         let ms = u64::from_str_radix(&v7[..13].replace('-', ""), 16).unwrap();
         assert!(now_ms().abs_diff(ms) < 60_000);
+    }
+
+    #[test]
+    fn ids_that_name_files_stay_one_component() {
+        for id in [
+            "abc",
+            "0192f0c4-3b1e-7c55-9a3e-5d2b1f4e8a01",
+            "ed:conv.7_x",
+            "a..",
+        ] {
+            assert!(is_valid_id(id), "{id}");
+        }
+        let long = "a".repeat(129);
+        for id in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "../../x",
+            "/etc/x",
+            "a/b",
+            "a\\b",
+            "a b",
+            "a\0b",
+            "\u{7}",
+            "é",
+            long.as_str(),
+        ] {
+            assert!(!is_valid_id(id), "{id:?}");
+        }
+        let dir = std::path::Path::new("/agent/s");
+        assert_eq!(
+            join_id(dir, "abc", ".json").unwrap(),
+            std::path::PathBuf::from("/agent/s/abc.json")
+        );
+        assert!(join_id(dir, "/etc/x", ".json")
+            .unwrap_err()
+            .contains("invalid id"));
+        assert!(join_id(dir, "../../x", ".json").is_err());
+        assert!(join_id(dir, "abc", "/../../x").is_err());
     }
 
     #[test]

@@ -5,8 +5,15 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::fs::bounded::{self, Links, ReadError};
 use crate::provider::ToolSpec;
 use crate::rules::RuleSet;
+
+/// A context file (AGENTS.md, CLAUDE.md) larger than this is skipped with a warning: it goes
+/// into every request whole.
+pub const MAX_CONTEXT_FILE_BYTES: u64 = 256 * 1024;
+/// A SKILL.md larger than this is skipped with a warning.
+pub const MAX_SKILL_BYTES: u64 = 256 * 1024;
 
 pub struct PromptOptions<'a> {
     pub cwd: &'a Path,
@@ -134,11 +141,34 @@ pub fn context_files(agent_dir: &Path, cwd: &Path) -> Vec<(PathBuf, String)> {
     found
 }
 
+/// The first of AGENTS.md and CLAUDE.md in `dir` that can be read. One that exists and cannot
+/// be read (a FIFO, a device, too large) is skipped with a warning.
 fn context_file_in(dir: &Path) -> Option<(PathBuf, String)> {
     ["AGENTS.md", "CLAUDE.md"].iter().find_map(|name| {
         let path = dir.join(name);
-        std::fs::read_to_string(&path).ok().map(|t| (path, t))
+        match bounded::read_to_string(&path, MAX_CONTEXT_FILE_BYTES, Links::Follow) {
+            Ok(text) => Some((path, text)),
+            Err(e) => {
+                warn_unread("context file", &path, &e);
+                None
+            }
+        }
     })
+}
+
+/// A file that exists and was not read goes to the log; a missing one is no news.
+fn warn_unread(what: &str, path: &Path, e: &ReadError) {
+    if !e.is_not_found() {
+        log::warn!("skipping {what} {}: {e}", path.display());
+    }
+}
+
+/// The text of a skill's SKILL.md, bounded like every context file; a file that exists and
+/// cannot be read is reported in the log.
+pub fn read_skill(path: &Path) -> Option<String> {
+    bounded::read_to_string(path, MAX_SKILL_BYTES, Links::Follow)
+        .map_err(|e| warn_unread("skill file", path, &e))
+        .ok()
 }
 
 pub struct Skill {
@@ -163,7 +193,7 @@ pub fn find_skills(agent_dir: &Path, cwd: &Path) -> Vec<Skill> {
         dirs.sort();
         for dir in dirs {
             let path = dir.join("SKILL.md");
-            let Ok(text) = std::fs::read_to_string(&path) else {
+            let Some(text) = read_skill(&path) else {
                 continue;
             };
             let field = |key: &str| {

@@ -5,10 +5,19 @@
 //! Records are written atomically (a temporary name that does not end in `.json`, then a
 //! rename), not durably (see `write_atomic`): a reader that meets a half-written record deletes
 //! it. Every failure is logged and otherwise ignored; the registry never stops the agent.
+//!
+//! The session id names the record, so it must match [`crate::ids::is_valid_id`]; the
+//! `rpc-sessions` folder must be a real folder (a planted link is refused, not followed), and a
+//! record is first written under a fresh name that is never followed through a link.
 
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+
+/// The registry's folder in the agent dir.
+const FOLDER: &str = "rpc-sessions";
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -23,7 +32,7 @@ struct Record<'a> {
 }
 
 pub struct Registry {
-    dir: PathBuf,
+    agent_dir: PathBuf,
     transport: &'static str,
     cwd: String,
     started_at: String,
@@ -34,7 +43,7 @@ pub struct Registry {
 impl Registry {
     pub fn new(agent_dir: &Path, transport: &'static str, cwd: &Path) -> Registry {
         Registry {
-            dir: agent_dir.join("rpc-sessions"),
+            agent_dir: agent_dir.to_path_buf(),
             transport,
             cwd: cwd.display().to_string(),
             started_at: crate::ids::iso_now(),
@@ -52,8 +61,20 @@ impl Registry {
             model,
             started_at: &self.started_at,
         };
-        let path = self.dir.join(format!("{}.json", file_stem(session_id)));
-        match write_atomic(&self.dir, &path, &record) {
+        let dir = self.agent_dir.join(FOLDER);
+        let path = match crate::ids::join_id(&dir, &file_stem(session_id), ".json") {
+            Ok(path) if crate::ids::is_valid_id(session_id) => path,
+            _ => {
+                // No record names this process now: the old one would say the wrong session.
+                log::warn!(
+                    "no session registry record: {}",
+                    crate::ids::invalid_id("session id", session_id)
+                );
+                self.remove();
+                return;
+            }
+        };
+        match write_atomic(&self.agent_dir, &path, &record) {
             Ok(()) => {
                 if self.current.as_ref().is_some_and(|old| *old != path) {
                     self.remove();
@@ -88,8 +109,7 @@ impl Drop for Registry {
     }
 }
 
-/// Session ids are generated UUIDs, but a switched-to file may carry anything: keep the name
-/// inside the folder.
+/// A valid session id with `.` and `:` as `_`, as records were always named.
 fn file_stem(session_id: &str) -> String {
     session_id
         .chars()
@@ -103,8 +123,8 @@ fn file_stem(session_id: &str) -> String {
         .collect()
 }
 
-fn write_atomic(dir: &Path, path: &Path, record: &Record) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+fn write_atomic(agent_dir: &Path, path: &Path, record: &Record) -> std::io::Result<()> {
+    let dir = crate::fs::dirs::real_dir(agent_dir, &[FOLDER])?;
     let tmp = dir.join(format!(
         ".{}.{}.tmp",
         std::process::id(),
@@ -116,7 +136,15 @@ fn write_atomic(dir: &Path, path: &Path, record: &Record) -> std::io::Result<()>
     // name. The fsync cost about a millisecond on the session thread before its first command.
     let mut line = serde_json::to_vec(record)?;
     line.push(b'\n');
-    let result = std::fs::write(&tmp, &line).and_then(|()| std::fs::rename(&tmp, path));
+    // A new file (`O_EXCL`: an existing name, a planted link included, is never written
+    // through), renamed over the record (a link there is replaced, not followed).
+    let result = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(&line))
+        .and_then(|()| std::fs::rename(&tmp, path));
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -138,9 +166,9 @@ mod tests {
         assert_eq!(v["pid"], std::process::id());
         assert_eq!(v["transport"], "stdio");
         assert_eq!(v["model"], "scripted/m");
-        r.publish("../s2", None);
+        r.publish("ed:s2.x", None);
         assert!(!first.exists());
-        assert!(home.path().join("rpc-sessions/___s2.json").exists());
+        assert!(home.path().join("rpc-sessions/ed_s2_x.json").exists());
         drop(r);
         assert_eq!(
             std::fs::read_dir(home.path().join("rpc-sessions"))
@@ -148,5 +176,28 @@ mod tests {
                 .count(),
             0
         );
+    }
+
+    #[test]
+    fn bad_ids_and_a_linked_folder_write_nothing() {
+        let home = tempfile::tempdir().unwrap();
+        let outside = home.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let mut r = Registry::new(&home.path().join("agent"), "stdio", Path::new("/p"));
+        r.publish("s1", None);
+        let first = home.path().join("agent/rpc-sessions/s1.json");
+        assert!(first.exists());
+        for id in ["/etc/x", "../../x", "..", ""] {
+            r.publish(id, None);
+        }
+        assert!(!first.exists(), "the record of the old session went");
+        assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 2);
+        // The folder a planted link: refused, nothing written where it points.
+        let agent = home.path().join("linked");
+        std::fs::create_dir(&agent).unwrap();
+        std::os::unix::fs::symlink(&outside, agent.join("rpc-sessions")).unwrap();
+        let mut r = Registry::new(&agent, "stdio", Path::new("/p"));
+        r.publish("s1", None);
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
     }
 }

@@ -18,7 +18,7 @@
 //! two processes deciding at once both keep their decision.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -199,37 +199,23 @@ impl TrustStore {
 
 /// The bytes of `path` if it is a regular file of this user that no one else may write, at most
 /// [`MAX_BYTES`]; `None` when it does not exist. Opened without following a link and without
-/// blocking (a FIFO would wait for a writer), then checked on the open file.
+/// blocking (`fs::bounded`), then checked on the open file.
 fn read_private(path: &Path) -> Result<Option<Vec<u8>>, String> {
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)
-    {
+    use crate::fs::bounded::{self, Links, ReadError};
+    let file = match bounded::open_regular(path, Links::Refuse) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err("is a symbolic link".into()),
-        Err(e) => return Err(format!("cannot open: {e}")),
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(ReadError::Link) => return Err("is a symbolic link".into()),
+        Err(e) => return Err(e.to_string()),
     };
     let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
     // SAFETY: geteuid has no preconditions.
     if meta.uid() != unsafe { libc::geteuid() } || meta.mode() & 0o022 != 0 {
         return Err("owned by another user or writable by others".into());
     }
-    if meta.len() > MAX_BYTES {
-        return Err(format!("larger than {MAX_BYTES} bytes"));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(format!("larger than {MAX_BYTES} bytes"));
-    }
-    Ok(Some(bytes))
+    bounded::read_file(file, MAX_BYTES)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

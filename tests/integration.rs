@@ -41,6 +41,8 @@ mod hooks;
 mod hooks_prompt;
 /// Host tools, host URIs, extension UI and the ask tool.
 mod host;
+/// Planted config files (FIFOs, links to /dev/zero), ids that would be paths, planted links.
+mod hostile_files;
 /// Prompts, tool loops, steering and follow-ups.
 mod prompt;
 /// Recorded provider streams and what is sent back.

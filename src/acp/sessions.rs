@@ -112,6 +112,15 @@ fn project(cwd: &Path) -> Result<PathBuf, Error> {
     Ok(resolved)
 }
 
+/// A session id from the client names files, so it must match the one id pattern
+/// ([`crate::ids::is_valid_id`]); else invalid params saying so.
+fn session_id(wanted: &str) -> Result<(), Error> {
+    if crate::ids::is_valid_id(wanted) {
+        return Ok(());
+    }
+    Err(Error::invalid_params().data(crate::ids::invalid_id("sessionId", wanted)))
+}
+
 fn path_text(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
@@ -172,6 +181,9 @@ impl<W: Write> Front<W> {
         cwd: &Path,
         replay: bool,
     ) -> std::io::Result<()> {
+        if let Err(e) = session_id(&wanted) {
+            return self.wire.respond::<()>(id, Err(e));
+        }
         let cwd = match project(cwd) {
             Ok(cwd) => cwd,
             Err(e) => return self.wire.respond::<()>(id, Err(e)),
@@ -262,6 +274,9 @@ impl<W: Write> Front<W> {
         p: DeleteSessionRequest,
     ) -> std::io::Result<()> {
         let wanted = p.session_id.0.to_string();
+        if let Err(e) = session_id(&wanted) {
+            return self.wire.respond::<()>(id, Err(e));
+        }
         if self.serves(&wanted) {
             let error = Error::invalid_request().data(format!(
                 "session {wanted} is open; close it (session/close) before deleting it"
@@ -418,7 +433,15 @@ fn remove_stored(found: &Stored) -> std::io::Result<()> {
     std::fs::remove_file(&found.path)?;
     if let Some(dir) = found.path.parent() {
         std::fs::File::open(dir)?.sync_all()?;
-        let gates = crate::gates::store::GateStore::path_for(dir, &found.id);
+        // Stored sessions carry valid ids (`store::stored` skips the others); checked again
+        // here, as nothing outside the folder may be removed.
+        let gates = match crate::gates::store::GateStore::path_for(dir, &found.id) {
+            Ok(gates) => gates,
+            Err(e) => {
+                log::warn!("{e}");
+                return Ok(());
+            }
+        };
         if let Err(e) = std::fs::remove_file(&gates) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 log::warn!("cannot remove {}: {e}", gates.display());

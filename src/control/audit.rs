@@ -3,11 +3,15 @@
 //! line, each append followed by fsync. A record is written at most once per dedupe key, also
 //! across restarts (keys are read back from the file when it is opened). Answers are never
 //! stored, only their canonical hash; shell command text is scrubbed of known keys.
+//!
+//! The run id names the file, so it must match [`crate::ids::is_valid_id`]; the `audit` and
+//! `unattended` folders must be real folders and the trail a regular file, not a link: records
+//! are never appended anywhere a planted link points (the open fails and negotiation says why).
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
@@ -54,7 +58,10 @@ fn base36(mut n: u64) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// Everything but `[A-Za-z0-9_.-]` becomes `_`.
+/// The folders of the trails under a session folder.
+const FOLDERS: [&str; 2] = ["audit", "unattended"];
+
+/// Everything but `[A-Za-z0-9_.-]` becomes `_` (a valid id's `:`, as trails were named so).
 fn file_name(run_id: &str) -> String {
     run_id
         .chars()
@@ -93,34 +100,35 @@ fn key_digest(key: &str) -> [u8; 32] {
 }
 
 impl Audit {
-    pub fn path_for(session_dir: &Path, run_id: &str) -> PathBuf {
-        session_dir
-            .join("audit")
-            .join("unattended")
-            .join(format!("{}.jsonl", file_name(run_id)))
+    /// `<session dir>/audit/unattended/<run id>.jsonl`, or why `run_id` cannot name it.
+    pub fn path_for(session_dir: &Path, run_id: &str) -> Result<PathBuf, String> {
+        if !crate::ids::is_valid_id(run_id) {
+            return Err(format!(
+                "no audit trail for this run: {}",
+                crate::ids::invalid_id("run id", run_id)
+            ));
+        }
+        let dir = FOLDERS
+            .iter()
+            .fold(session_dir.to_path_buf(), |d, f| d.join(f));
+        crate::ids::join_id(&dir, &file_name(run_id), ".jsonl")
     }
 
     /// Opens (creating if needed) the trail of `run_id`, reading back the keys already written.
     /// A line that is not a JSON object with a `dedupe_key` fails the open: a trail that cannot
     /// be read cannot promise exactly-once.
     pub fn open(session_dir: &Path, run_id: &str) -> Result<Audit, String> {
-        let path = Audit::path_for(session_dir, run_id);
-        let dir = path.parent().unwrap_or(session_dir);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let path = Audit::path_for(session_dir, run_id)?;
+        let dir = crate::fs::dirs::real_dir(session_dir, &FOLDERS).map_err(|e| {
+            format!(
+                "cannot create the audit folder under {}: {e}",
+                session_dir.display()
+            )
+        })?;
+        let file = open_trail(&path, true)?;
         let seen = read_keys(&file, &path)?;
         // The new file's name must survive a crash too.
-        if let Ok(d) = File::open(dir) {
+        if let Ok(d) = File::open(&dir) {
             let _ = d.sync_all();
         }
         Ok(Audit {
@@ -219,8 +227,35 @@ fn read_keys(file: &File, path: &Path) -> Result<HashSet<[u8; 32]>, String> {
 /// Every record of a trail. A line that is not a JSON object fails the whole read: a trail
 /// that cannot be read whole is not trusted in part.
 pub fn records(path: &Path) -> Result<Vec<Value>, String> {
-    let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let file = open_trail(path, false)?;
     parse_records(BufReader::new(file), path)
+}
+
+/// Opens a trail (for appending, created if missing, when `append`): never through a link
+/// (`O_NOFOLLOW`), never waiting on a FIFO (`O_NONBLOCK`), and only a regular file.
+fn open_trail(path: &Path, append: bool) -> Result<File, String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .append(append)
+        .create(append)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => format!(
+                "cannot open {}: a symbolic link, which is refused",
+                path.display()
+            ),
+            _ => format!("cannot open {}: {e}", path.display()),
+        })?;
+    let regular = file.metadata().is_ok_and(|m| m.is_file());
+    if !regular {
+        return Err(format!(
+            "cannot open {}: not a regular file",
+            path.display()
+        ));
+    }
+    Ok(file)
 }
 
 fn parse_records(reader: impl BufRead, path: &Path) -> Result<Vec<Value>, String> {
@@ -251,7 +286,7 @@ mod tests {
     #[test]
     fn records_once_and_never_the_answer() {
         let dir = tempfile::tempdir().unwrap();
-        let mut audit = Audit::open(dir.path(), "run/1").unwrap();
+        let mut audit = Audit::open(dir.path(), "run:1").unwrap();
         assert!(audit.path().ends_with("audit/unattended/run_1.jsonl"));
         let answer = json!({"secret": "hunter2-answer"});
         let ev = AuditEvent {
@@ -264,7 +299,7 @@ mod tests {
         assert!(!audit.record(ev.clone(), "s1", Some("ci")).unwrap());
         drop(audit);
         // Reopened: the keys are read back, the duplicate is still refused.
-        let mut audit = Audit::open(dir.path(), "run/1").unwrap();
+        let mut audit = Audit::open(dir.path(), "run:1").unwrap();
         assert!(!audit.record(ev, "s1", Some("ci")).unwrap());
         let denied = AuditEvent {
             event: "scope_denied",
@@ -289,7 +324,7 @@ mod tests {
     #[test]
     fn a_corrupt_trail_fails_closed() {
         let dir = tempfile::tempdir().unwrap();
-        let path = Audit::path_for(dir.path(), "r");
+        let path = Audit::path_for(dir.path(), "r").unwrap();
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "{\"dedupe_key\":\"a\"}\nnot json\n").unwrap();
         let err = Audit::open(dir.path(), "r").err().unwrap();
@@ -306,5 +341,36 @@ mod tests {
         assert_eq!(outcome("gate_advance_recovered"), "info");
         assert_eq!(base36(35), "z");
         assert_eq!(base36(36), "10");
+    }
+
+    #[test]
+    fn planted_links_and_bad_run_ids_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for id in ["/etc/x", "../../x", "..", "run/1"] {
+            let err = Audit::open(dir.path(), id).err().unwrap();
+            assert!(err.contains("invalid run id"), "{id:?}: {err}");
+        }
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("victim"), "keep\n").unwrap();
+        // The trail a link to a file elsewhere.
+        let session = dir.path().join("s1");
+        let path = Audit::path_for(&session, "r").unwrap();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(outside.join("victim"), &path).unwrap();
+        let err = Audit::open(&session, "r").err().unwrap();
+        assert!(err.contains("symbolic link"), "{err}");
+        assert!(records(&path).unwrap_err().contains("symbolic link"));
+        // A folder on the way a link.
+        let session = dir.path().join("s2");
+        std::fs::create_dir_all(session.join("audit")).unwrap();
+        std::os::unix::fs::symlink(&outside, session.join("audit/unattended")).unwrap();
+        let err = Audit::open(&session, "r").err().unwrap();
+        assert!(err.contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
+        assert_eq!(
+            std::fs::read_to_string(outside.join("victim")).unwrap(),
+            "keep\n"
+        );
     }
 }

@@ -52,8 +52,10 @@ impl Broker {
     /// The broker of session `session_id`: durable in `session_dir`, in memory without one. The
     /// notice says what was wrong with a store that could not be loaded.
     pub fn load(session_dir: Option<&Path>, session_id: &str) -> (Broker, Option<String>) {
-        let (store, notice) = match session_dir {
-            Some(dir) => GateStore::load(GateStore::path_for(dir, session_id)),
+        let (store, notice) = match session_dir.map(|d| GateStore::path_for(d, session_id)) {
+            Some(Ok(path)) => GateStore::load(path),
+            // An id that cannot name a file keeps the gates in memory, and the host is told.
+            Some(Err(e)) => (GateStore::in_memory(), Some(e)),
             None => (GateStore::in_memory(), None),
         };
         let broker = Broker {

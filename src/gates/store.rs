@@ -3,6 +3,11 @@
 //! aside, synced, renamed into place, the folder synced). A file that cannot be read is renamed
 //! aside (`.corrupt-<ms>`) and reported; the counters are recovered from the gate ids still
 //! legible in it, so no id is ever issued twice.
+//!
+//! The session id names the file, so it must match [`crate::ids::is_valid_id`]; the file is
+//! read without following a link (and only when it is a regular file, at most
+//! [`MAX_STORE_BYTES`]), and the `workflow-gates` folder must not be a link either: a store
+//! that breaks one of these stays in memory, and the host is told.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -11,8 +16,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::fs::bounded::{self, Links};
 use crate::protocol::gate::{GateResolution, WorkflowGate};
-use crate::session::store::write::{create_dir, replace_file};
+use crate::session::store::write::replace_file;
+
+/// The folder of the stores in a session folder.
+const FOLDER: &str = "workflow-gates";
+/// A store larger than this is not read (gates are a few hundred bytes each).
+pub const MAX_STORE_BYTES: u64 = 16 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -79,10 +90,10 @@ impl GateStore {
         }
     }
 
-    pub fn path_for(session_dir: &Path, session_id: &str) -> PathBuf {
-        session_dir
-            .join("workflow-gates")
-            .join(format!("{session_id}.json"))
+    /// `<session dir>/workflow-gates/<session id>.json`, or why `session_id` cannot name it.
+    pub fn path_for(session_dir: &Path, session_id: &str) -> Result<PathBuf, String> {
+        crate::ids::join_id(&session_dir.join(FOLDER), session_id, ".json")
+            .map_err(|e| format!("no workflow gate store for this session: {e}"))
     }
 
     /// Loads the store at `path` (a missing file is an empty store). A corrupt file is moved
@@ -95,17 +106,10 @@ impl GateStore {
                 ..StoreFile::default()
             },
         };
-        let bytes = match std::fs::read(&path) {
+        let bytes = match bounded::read(&path, MAX_STORE_BYTES, Links::Refuse) {
             Ok(b) => b,
             // No store yet (or no session folder at all: a save will say why when a gate opens).
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-                ) =>
-            {
-                return (store, None)
-            }
+            Err(e) if e.is_not_found() => return (store, None),
             Err(e) => {
                 let notice = format!(
                     "cannot read the workflow gate store {}: {e}",
@@ -153,8 +157,13 @@ impl GateStore {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        if let Some(dir) = path.parent() {
-            create_dir(dir)?;
+        if let Some(session_dir) = path.parent().and_then(Path::parent) {
+            crate::fs::dirs::real_dir(session_dir, &[FOLDER]).map_err(|e| {
+                format!(
+                    "cannot write the workflow gate store {}: {e}",
+                    path.display()
+                )
+            })?;
         }
         let bytes = serde_json::to_vec_pretty(&self.data).map_err(|e| e.to_string())?;
         replace_file(path, |out| out.write_all(&bytes)).map_err(|e| {
@@ -188,7 +197,7 @@ mod tests {
     #[test]
     fn saved_private_and_loaded_back() {
         let tmp = tempfile::tempdir().unwrap();
-        let path = GateStore::path_for(tmp.path(), "s1");
+        let path = GateStore::path_for(tmp.path(), "s1").unwrap();
         let (mut store, notice) = GateStore::load(path.clone());
         assert!(notice.is_none());
         store.data.counters.insert("ralplan".into(), 3);
@@ -202,7 +211,7 @@ mod tests {
     #[test]
     fn a_corrupt_store_is_kept_aside_and_its_counters_recovered() {
         let tmp = tempfile::tempdir().unwrap();
-        let path = GateStore::path_for(tmp.path(), "s1");
+        let path = GateStore::path_for(tmp.path(), "s1").unwrap();
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "{\"gates\":{\"wg_abcd1234_ralplan_000007\": {tru").unwrap();
         let (store, notice) = GateStore::load(path.clone());
@@ -211,5 +220,44 @@ mod tests {
         assert!(!path.exists());
         let aside: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
         assert_eq!(aside.len(), 1);
+    }
+
+    #[test]
+    fn ids_that_leave_the_folder_name_no_store() {
+        let tmp = tempfile::tempdir().unwrap();
+        for id in ["/etc/x", "../../x", "..", "a/b", ""] {
+            let err = GateStore::path_for(tmp.path(), id).unwrap_err();
+            assert!(err.contains("invalid id"), "{id:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_planted_link_is_refused_and_nothing_outside_is_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("victim"), "keep").unwrap();
+        // The store itself a link to a file elsewhere: not read, not written over.
+        let session = tmp.path().join("session");
+        let path = GateStore::path_for(&session, "s1").unwrap();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(outside.join("victim"), &path).unwrap();
+        let (store, notice) = GateStore::load(path.clone());
+        assert!(notice.unwrap().contains("symbolic link"));
+        assert!(!store.is_durable());
+        store.save().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(outside.join("victim")).unwrap(),
+            "keep"
+        );
+        // The folder a link: saving refuses it.
+        let other = tmp.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::os::unix::fs::symlink(&outside, other.join("workflow-gates")).unwrap();
+        let (store, notice) = GateStore::load(GateStore::path_for(&other, "s2").unwrap());
+        assert!(notice.is_none());
+        let err = store.save().unwrap_err();
+        assert!(err.contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
     }
 }

@@ -143,17 +143,15 @@ fn untrusted(cwd: &Path) -> String {
     )
 }
 
-/// A missing file is no hooks; anything else wrong with it is an error naming the problem.
+/// A missing file is no hooks; anything else wrong with it (a FIFO, a device, more than
+/// [`MAX_CONFIG_BYTES`]) is an error naming the problem.
 pub fn load_file(path: &Path, cwd: &Path) -> Result<Vec<Hook>, String> {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+    use crate::fs::bounded::{self, Links};
+    let text = match bounded::read_to_string(path, MAX_CONFIG_BYTES, Links::Follow) {
+        Ok(text) => text,
+        Err(e) if e.is_not_found() => return Ok(Vec::new()),
         Err(e) => return Err(format!("cannot read: {e}")),
     };
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(format!("larger than {MAX_CONFIG_BYTES} bytes"));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
     parse(&text, cwd)
 }
 

@@ -136,6 +136,10 @@ pub struct Catalog {
     models_error: Option<String>,
 }
 
+/// A models.json larger than this is refused (and reported like any broken one): it is a list of
+/// providers and models, not data.
+pub const MAX_MODELS_JSON_BYTES: u64 = 4 * 1024 * 1024;
+
 /// The levels gjc itself applies.
 pub const THINKING_LEVELS: &[&str] = &["off", "minimal", "low", "medium", "high", "xhigh"];
 
@@ -152,9 +156,14 @@ impl Catalog {
     pub fn load(agent_dir: &Path) -> Catalog {
         let mut catalog = Catalog::builtin();
         let path = agent_dir.join("models.json");
-        let failure = match std::fs::read_to_string(&path) {
+        let read = crate::fs::bounded::read_to_string(
+            &path,
+            MAX_MODELS_JSON_BYTES,
+            crate::fs::bounded::Links::Follow,
+        );
+        let failure = match read {
             Ok(text) => catalog.merge_models_json(&text).err(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) if e.is_not_found() => None,
             Err(e) => Some(format!("cannot read it: {e}")),
         };
         if let Some(e) = failure {
@@ -469,167 +478,5 @@ pub fn price(usage: &mut crate::protocol::message::Usage, cost: &ModelCost) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn models_json_adds_local_servers() {
-        let mut c = Catalog::builtin();
-        c.merge_models_json(
-            r#"{"providers":{"local":{"baseUrl":"http://127.0.0.1:9/v1/","api":"openai-completions","apiKey":"sk-literal",
-                "models":[{"id":"qwen","reasoning":true,"contextWindow":32000}]}}}"#,
-        )
-        .unwrap();
-        let m = c.find("local", "qwen").unwrap();
-        assert_eq!(m.base_url, "http://127.0.0.1:9/v1");
-        assert_eq!(m.context_window, 32000);
-        assert_eq!(c.api_key("local").unwrap().as_deref(), Some("sk-literal"));
-        assert!(c
-            .merge_models_json(r#"{"providers":{"x":{"baseUrl":"u","models":[]}}}"#)
-            .is_err());
-    }
-
-    /// Runs `f` with `vars` set (or removed) in this process's environment; the tests that touch
-    /// the environment take this lock so they never see each other's values.
-    fn with_env<T>(vars: &[(&str, Option<&str>)], f: impl FnOnce() -> T) -> T {
-        static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let saved: Vec<_> = vars
-            .iter()
-            .map(|(k, _)| (*k, std::env::var(k).ok()))
-            .collect();
-        for (k, v) in vars {
-            match v {
-                Some(v) => std::env::set_var(k, v),
-                None => std::env::remove_var(k),
-            }
-        }
-        let out = f();
-        for (k, v) in saved {
-            match v {
-                Some(v) => std::env::set_var(k, v),
-                None => std::env::remove_var(k),
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn named_providers_take_any_model_id() {
-        with_env(&[("GROQ_API_KEY", Some("gsk-test"))], || {
-            let c = Catalog::builtin();
-            let m = c.resolve("groq", "some-new-model").unwrap();
-            assert_eq!(m.base_url, "https://api.groq.com/openai/v1");
-            assert_eq!(m.api, Api::OpenAiCompletions);
-            assert!(!m.reasoning);
-            assert_eq!((m.context_window, m.max_tokens), (128_000, 8_192));
-            assert_eq!(c.api_key("groq").unwrap().as_deref(), Some("gsk-test"));
-            // A built-in entry wins over synthesis.
-            assert!(
-                c.resolve("anthropic", "claude-sonnet-4-5")
-                    .unwrap()
-                    .reasoning
-            );
-            assert_eq!(
-                c.resolve("nope", "x").unwrap_err(),
-                "Model not found: nope/x"
-            );
-            assert!(c.resolve("scripted", "other").is_err());
-            assert!(c.default_of("openrouter").unwrap_err().contains("--model"));
-            assert!(c
-                .default_of("nope")
-                .unwrap_err()
-                .contains("unknown provider"));
-        });
-    }
-
-    #[test]
-    fn local_servers_need_no_key_and_follow_their_variable() {
-        with_env(
-            &[
-                ("OLLAMA_BASE_URL", Some("http://10.0.0.5:11434/v1/")),
-                ("VLLM_BASE_URL", Some("not a url")),
-            ],
-            || {
-                let c = Catalog::builtin();
-                assert_eq!(c.api_key("ollama").unwrap(), None);
-                assert_eq!(
-                    c.resolve("ollama", "qwen3:8b").unwrap().base_url,
-                    "http://10.0.0.5:11434/v1"
-                );
-                assert_eq!(
-                    c.resolve("vllm", "m").unwrap().base_url,
-                    "http://127.0.0.1:8000/v1"
-                );
-                assert_eq!(
-                    c.resolve("lmstudio", "m").unwrap().base_url,
-                    "http://127.0.0.1:1234/v1"
-                );
-            },
-        );
-    }
-
-    #[test]
-    fn anthropic_base_urls_with_and_without_v1() {
-        for url in ["https://proxy.example", "https://proxy.example/v1/"] {
-            let mut c = Catalog::builtin();
-            c.merge_models_json(&format!(
-                r#"{{"providers":{{"anthropic":{{"baseUrl":"{url}"}}}}}}"#
-            ))
-            .unwrap();
-            let m = c.resolve("anthropic", "claude-sonnet-4-5").unwrap();
-            assert_eq!(m.base_url, "https://proxy.example/v1");
-            assert_eq!(c.resolve("anthropic", "x").unwrap().base_url, m.base_url);
-        }
-    }
-
-    #[test]
-    fn a_broken_models_json_changes_nothing() {
-        let mut c = Catalog::builtin();
-        let before = c.models().len();
-        let e = c
-            .merge_models_json(
-                r#"{"providers":{"a":{"baseUrl":"http://127.0.0.1:1","api":"openai-completions","models":[{"id":"m"}]},
-                    "b":{"baseUrl":"http://127.0.0.1:1","api":"openai-completions","compat":{"thinkingFormat":"qwen"}}}}"#,
-            )
-            .unwrap_err();
-        assert!(e.starts_with("provider b: compat.thinkingFormat"), "{e}");
-        assert_eq!(c.models().len(), before);
-        assert!(c.find("a", "m").is_none());
-
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("models.json"), "{not json").unwrap();
-        let c = Catalog::load(dir.path());
-        assert!(c.models_error().unwrap().contains("invalid models.json"));
-        assert!(c.find("anthropic", "claude-sonnet-4-5").is_some());
-    }
-
-    #[test]
-    fn thinking_is_clamped() {
-        let c = Catalog::builtin();
-        let gpt41 = c.find("openai", "gpt-4.1").unwrap();
-        assert_eq!(clamp_thinking("high", Some(gpt41)), "off");
-        let sonnet = c.find("anthropic", "claude-sonnet-4-5").unwrap();
-        assert_eq!(clamp_thinking("xhigh", Some(sonnet)), "high");
-        assert_eq!(clamp_thinking("medium", Some(sonnet)), "medium");
-    }
-
-    #[test]
-    fn cost_per_million() {
-        let mut u = crate::protocol::message::Usage {
-            input: 1_000_000,
-            output: 500_000,
-            ..Default::default()
-        };
-        price(
-            &mut u,
-            &ModelCost {
-                input: 3.0,
-                output: 15.0,
-                cache_read: 0.0,
-                cache_write: 0.0,
-            },
-        );
-        assert!((u.cost.total - 10.5).abs() < 1e-9);
-    }
-}
+#[path = "catalog_tests.rs"]
+mod tests;

@@ -233,15 +233,17 @@ Follow the rule below and continue the task from where you were.\n",
     }
 }
 
-/// The `*.md` files of one folder, sorted by name.
+/// The `*.md` files of one folder, sorted by name. Folders are passed over; anything else named
+/// `*.md` (a link, a FIFO, a device) is read only if it turns out a regular file, else reported.
 fn read_dir(dir: &Path, level: Level, warnings: &mut Vec<String>) -> Vec<Rule> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut paths: Vec<PathBuf> = entries
         .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md") && p.is_file())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
         .collect();
     paths.sort();
     if paths.len() > MAX_RULES_PER_DIR {
@@ -265,11 +267,9 @@ fn read_dir(dir: &Path, level: Level, warnings: &mut Vec<String>) -> Vec<Rule> {
 }
 
 fn read_rule(path: &Path, level: Level) -> Result<Rule, String> {
-    let len = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
-    if len > MAX_FILE_BYTES {
-        return Err(format!("{len} bytes, more than {MAX_FILE_BYTES}"));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    use crate::fs::bounded::{self, Links};
+    let text =
+        bounded::read_to_string(path, MAX_FILE_BYTES, Links::Follow).map_err(|e| e.to_string())?;
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())

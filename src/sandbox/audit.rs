@@ -6,7 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
@@ -30,21 +30,9 @@ pub struct Trail {
 impl Trail {
     /// Opens (creating) the trail of `session_id`; the id must be a plain file name.
     pub fn open(session_dir: &Path, session_id: &str) -> Result<Trail, String> {
-        if session_id.is_empty()
-            || !session_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
-            || session_id.starts_with('.')
-        {
-            return Err(format!("session id {session_id:?} cannot name a file"));
-        }
-        let dir = session_dir.join("audit").join("sandbox");
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let path = dir.join(format!("{session_id}.jsonl"));
+        let dir = crate::fs::dirs::real_dir(session_dir, &["audit", "sandbox"])
+            .map_err(|e| format!("the sandbox audit folder: {e}"))?;
+        let path = crate::ids::join_id(&dir, session_id, ".jsonl")?;
         let file = OpenOptions::new()
             .read(true)
             .append(true)

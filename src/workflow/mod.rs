@@ -57,7 +57,7 @@ pub fn stage_prompt(stage: &str, agent_dir: &std::path::Path, cwd: &std::path::P
     let skill = crate::prompt::find_skills(agent_dir, cwd)
         .into_iter()
         .find(|s| s.name == stage)
-        .and_then(|s| std::fs::read_to_string(&s.path).ok())
+        .and_then(|s| crate::prompt::read_skill(&s.path))
         .map(|text| strip_front_matter(&text).trim().to_string())
         .filter(|t| !t.is_empty());
     skill.unwrap_or_else(|| builtin_prompt(stage).trim().to_string())

@@ -419,3 +419,46 @@ fn delete_removes_the_stored_session_and_a_later_load_is_not_found() {
     let list: ListSessionsResponse = serde_json::from_value(g.result(id)).unwrap();
     assert!(list.sessions.is_empty(), "{:?}", list.sessions);
 }
+
+#[test]
+fn ids_that_are_paths_are_refused_and_nothing_outside_the_agent_dir_is_deleted() {
+    let mut g = acp(json!({"turns": []}));
+    g.initialize(json!({}));
+    let outside = g.home.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let dir = g.home.path().join("agent/sessions/--crafted--");
+    std::fs::create_dir_all(&dir).unwrap();
+    // From `<agent>/sessions/--crafted--/workflow-gates`, four levels up is the home.
+    let ids = [
+        outside.join("victim").display().to_string(),
+        "../../../../outside/victim".to_string(),
+    ];
+    for (n, id) in ids.iter().enumerate() {
+        std::fs::write(outside.join("victim.json"), "keep").unwrap();
+        let file = dir.join(format!("2026-01-01T00-00-0{n}-000Z_c{n}.jsonl"));
+        let header = json!({"type": "session", "version": 3, "id": id,
+            "timestamp": "2026-01-01T00:00:00.000Z", "cwd": g.project});
+        std::fs::write(&file, format!("{header}\n")).unwrap();
+        for method in ["session/delete", "session/load", "session/resume"] {
+            let params = match method {
+                "session/delete" => json!({"sessionId": id}),
+                _ => json!({"sessionId": id, "cwd": g.project, "mcpServers": []}),
+            };
+            let request = g.request(method, params);
+            let (code, data) = error_code(&mut g, request);
+            assert_eq!(code, -32602, "{method} {id}: {data}");
+            assert!(
+                data.as_str().unwrap().contains("invalid sessionId"),
+                "{data}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(outside.join("victim.json")).unwrap(),
+            "keep"
+        );
+        assert!(file.exists(), "{} was left alone", file.display());
+    }
+    let id = g.request("session/list", json!({}));
+    let list: ListSessionsResponse = serde_json::from_value(g.result(id)).unwrap();
+    assert!(list.sessions.is_empty(), "{:?}", list.sessions);
+}

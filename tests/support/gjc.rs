@@ -38,6 +38,7 @@ pub struct GjcBuilder {
     envs: Vec<(String, String)>,
     base_url: Option<String>,
     script: Option<Value>,
+    stderr_file: Option<PathBuf>,
 }
 
 pub fn gjc() -> GjcBuilder {
@@ -47,6 +48,7 @@ pub fn gjc() -> GjcBuilder {
         envs: Vec::new(),
         base_url: None,
         script: None,
+        stderr_file: None,
     }
 }
 
@@ -78,6 +80,14 @@ impl GjcBuilder {
         self
     }
 
+    /// Appends gjc's stderr (its log) to this file instead of forwarding it, for tests that check
+    /// what was logged. gjc is started by a shell script that `exec`s it, so its pid is the
+    /// client's.
+    pub fn stderr_file(mut self, path: &Path) -> Self {
+        self.stderr_file = Some(path.to_path_buf());
+        self
+    }
+
     /// Uses the scripted provider with this script.
     pub fn script(mut self, script: Value) -> Self {
         self.script = Some(script);
@@ -90,7 +100,14 @@ impl GjcBuilder {
         let project = home.path().join("project");
         std::fs::create_dir_all(&agent).unwrap();
         std::fs::create_dir_all(&project).unwrap();
-        let mut builder = RpcClient::builder(env!("CARGO_BIN_EXE_gjc"))
+        let program = env!("CARGO_BIN_EXE_gjc");
+        let mut builder = match &self.stderr_file {
+            None => RpcClient::builder(program).forward_stderr("[gjc] "),
+            Some(file) => RpcClient::builder(logged_wrapper())
+                .env("GJC_TEST_STDERR", file)
+                .stderr(gjc::client::StderrTo::Discard),
+        };
+        builder = builder
             .env("HOME", home.path())
             .env("GJC_CODING_AGENT_DIR", &agent)
             .env("RUST_LOG", "warn")
@@ -99,7 +116,6 @@ impl GjcBuilder {
             .env_remove("GEMINI_API_KEY")
             .env_remove("GOOGLE_API_KEY")
             .current_dir(&project)
-            .forward_stderr("[gjc] ")
             // Tests write floods before reading; backpressure is measured in gjc, not here.
             .unbounded_read_ahead();
         if let Some(base) = &self.base_url {
@@ -140,6 +156,39 @@ impl GjcBuilder {
             contract,
         }
     }
+}
+
+/// A script that `exec`s gjc with its stderr appended to `$GJC_TEST_STDERR`: written once per
+/// test process, and run once before use, so that no later exec meets it still open for
+/// writing in a child another test thread forked meanwhile (`ETXTBSY`).
+fn logged_wrapper() -> &'static Path {
+    static WRAPPER: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
+    let (_, path) = WRAPPER.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gjc-logged");
+        let program = env!("CARGO_BIN_EXE_gjc");
+        let text = format!("#!/bin/sh\nexec '{program}' \"$@\" 2>>\"$GJC_TEST_STDERR\"\n");
+        std::fs::write(&path, text).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&path, mode).unwrap();
+        for _ in 0..500 {
+            let ran = std::process::Command::new(&path)
+                .arg("--version")
+                .env("GJC_TEST_STDERR", "/dev/null")
+                .output();
+            match ran {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                ran => {
+                    assert!(ran.unwrap().status.success(), "the wrapper runs gjc");
+                    break;
+                }
+            }
+        }
+        (dir, path)
+    });
+    path
 }
 
 pub fn write_models_json(agent: &Path, base: &str) {

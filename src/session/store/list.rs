@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use std::borrow::Cow;
@@ -21,17 +20,11 @@ const MAX_HEADER: u64 = 64 * 1024;
 /// on it: a FIFO named like a session would hold `open` until somebody writes to it, and with it
 /// the thread listing or loading sessions. (`O_NONBLOCK` changes nothing for a regular file.)
 pub fn open_regular(path: &Path) -> io::Result<File> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
-    Ok(file)
+    use crate::fs::bounded::{self, Links, ReadError};
+    bounded::open_regular(path, Links::Follow).map_err(|e| match e {
+        ReadError::Io(e) => e,
+        refused => io::Error::new(io::ErrorKind::InvalidInput, refused.to_string()),
+    })
 }
 
 /// A session file's header line, read without reading the rest of the file.
@@ -47,6 +40,22 @@ fn read_header(reader: &mut impl BufRead) -> Option<Value> {
     }
     let header: Value = serde_json::from_slice(&line).ok()?;
     (header["type"] == "session").then_some(header)
+}
+
+/// The id in a session header, when it is one: ids name files (the gate store, the registry
+/// record), so an id that does not match [`crate::ids::is_valid_id`] makes the file no session
+/// gjc lists, finds or deletes. It is reported in the log.
+fn header_id(header: &Value, path: &Path) -> Option<String> {
+    let id = header.get("id").and_then(Value::as_str)?;
+    if !crate::ids::is_valid_id(id) {
+        log::warn!(
+            "skipping session file {}: {}",
+            path.display(),
+            crate::ids::invalid_id("header id", id)
+        );
+        return None;
+    }
+    Some(id.to_string())
 }
 
 /// A stored session as its header and file say, without reading its entries.
@@ -67,7 +76,7 @@ pub fn stored(path: &Path) -> Option<Stored> {
     let header = read_header(&mut BufReader::new(file))?;
     let text = |key: &str| header.get(key).and_then(Value::as_str).map(str::to_string);
     Some(Stored {
-        id: text("id")?,
+        id: header_id(&header, path)?,
         path: path.to_path_buf(),
         cwd: text("cwd"),
         title: text("title"),
@@ -184,7 +193,7 @@ pub fn summary(path: &Path) -> Option<SessionSummary> {
         .map(crate::ids::iso_from_ms);
     let text = |key: &str| header.get(key).and_then(Value::as_str).map(str::to_string);
     Some(SessionSummary {
-        id: text("id")?,
+        id: header_id(&header, path)?,
         path: path.display().to_string(),
         name: text("title"),
         created: text("timestamp"),
@@ -266,6 +275,20 @@ mod tests {
         assert_eq!(ids, ["aaa"]);
         let err = open_regular(&fifo).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn a_header_id_that_is_a_path_is_not_a_stored_session() {
+        let (tmp, dir) = root_with_one_session("", "");
+        for (n, id) in ["/etc/x", "../../x", ".."].iter().enumerate() {
+            let header = serde_json::json!({"type": "session", "id": id, "cwd": "/p"});
+            let file = dir.join(format!("2026-01-0{}T00-00-00-000Z_x.jsonl", n + 2));
+            std::fs::write(&file, format!("{header}\n")).unwrap();
+            assert_eq!(stored(&file), None, "{id}");
+            assert!(summary(&file).is_none(), "{id}");
+            assert!(find(std::slice::from_ref(&dir), id).is_none(), "{id}");
+        }
+        assert_eq!(list(tmp.path(), &dir, true).len(), 1);
     }
 
     #[test]

@@ -73,6 +73,20 @@ pub(super) fn read_entries<B: Send>(
             path.display()
         ));
     }
+    // The id becomes the session's and names its files (gate store, registry record).
+    if let Some(id) = header.get("id") {
+        match id.as_str() {
+            Some(id) if crate::ids::is_valid_id(id) => {}
+            _ => {
+                let id = id.as_str().map_or_else(|| id.to_string(), str::to_string);
+                return Err(format!(
+                    "{} is not a session file gjc opens: {}",
+                    path.display(),
+                    crate::ids::invalid_id("header id", &id)
+                ));
+            }
+        }
+    }
     let scanned = match scan(&file, lines.position(), len, &parse) {
         Ok(scanned) => scanned,
         Err(ScanError::Io(e)) => return Err(format!("cannot read {}: {e}", path.display())),
