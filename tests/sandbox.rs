@@ -359,3 +359,81 @@ fn hook_commands_run_in_the_sandbox() {
     assert!(inside.exists(), "the hook ran");
     assert_empty(out.path());
 }
+
+/// The ways a read writes anyway, and the places commands come from.
+pub mod families;
+
+/// Every family from each RPC place: the host's `bash` and the model's bash under `read-only`,
+/// a read-only workflow stage, an unattended declaration without a write class.
+#[test]
+fn no_family_writes_from_any_rpc_place() {
+    let places: [(&str, &[&str], Option<&str>); 4] = [
+        ("host bash, read-only", &["--sandbox", "read-only"], None),
+        (
+            "model bash, read-only",
+            &["--sandbox", "read-only"],
+            Some("go"),
+        ),
+        ("read-only stage", &[], Some("/ralplan change nothing")),
+        ("unattended read-only", &[], Some("go")),
+    ];
+    for (place, args, prompt) in places {
+        let out = outside();
+        let work = tempfile::tempdir().unwrap();
+        let project = work.path().canonicalize().unwrap();
+        families::repository(&project, out.path());
+        let commands = families::commands(&project, out.path());
+        let mut g = gjc()
+            .args(args)
+            .args(&["--cwd", &project.display().to_string()])
+            .script(families::turns(&commands))
+            .spawn();
+        if place.starts_with("unattended") {
+            g.ok(json!({"type": "negotiate_unattended", "declaration": {
+                "actor": "ci", "scopes": ["prompt", "message:read", "bash"],
+                "action_allowlist": ["command.message_read", "command.bash", "bash.readonly", "bash.mutating"],
+                "budget": {"max_tokens": 1000000, "max_tool_calls": 100, "max_wall_time_ms": 60000, "max_cost_usd": 5}}}));
+            let state = g.ok(json!({"type": "get_state"}));
+            assert_eq!(state["sandbox"]["effective"], "workspace-write", "{state}");
+            // Only reading was declared after all.
+            g.ok(json!({"type": "negotiate_unattended", "declaration": {
+                "actor": "ci", "scopes": ["prompt", "message:read", "bash"],
+                "action_allowlist": ["command.message_read", "command.bash", "bash.readonly"],
+                "budget": {"max_tokens": 1000000, "max_tool_calls": 100, "max_wall_time_ms": 60000, "max_cost_usd": 5}}}));
+        }
+        match prompt {
+            None => {
+                for command in &commands {
+                    g.request(json!({"type": "bash", "command": command}));
+                }
+            }
+            Some(message) => {
+                g.ok(json!({"type": "prompt", "message": message}));
+                refuse_until_the_end(&mut g);
+            }
+        }
+        families::assert_untouched(place, &project, out.path());
+    }
+}
+
+/// Waits for the run's end, refusing every dialog on the way (escalations included).
+fn refuse_until_the_end(g: &mut Gjc) {
+    loop {
+        let frame = g
+            .client
+            .wait_for(
+                |f| {
+                    (f["type"] == "extension_ui_request" && f["method"] == "confirm")
+                        || (f["type"] == "event" && f["payload"]["event_type"] == "agent_end")
+                },
+                TIMEOUT,
+            )
+            .expect("a dialog or the run's end");
+        if frame["type"] == "event" {
+            return;
+        }
+        g.client
+            .send(&json!({"type": "extension_ui_response", "id": frame["id"], "confirmed": false}))
+            .unwrap();
+    }
+}

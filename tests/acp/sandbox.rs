@@ -225,3 +225,36 @@ fn the_editors_terminal_runs_the_command_through_the_launcher() {
     let (reason, _) = g.stop_reason(id);
     assert_eq!(reason, "end_turn");
 }
+
+/// Every way a read writes anyway, from ACP's plan mode and from reads `ask` lets through:
+/// nothing is written inside the project or outside it (asked-for commands are rejected).
+#[test]
+fn no_family_writes_from_plan_mode_or_unasked_reads() {
+    use crate::sandbox::families;
+    for mode in ["plan", "default"] {
+        let out = outside();
+        let home = tempfile::tempdir().unwrap();
+        let project = home.path().join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        families::repository(&project, out.path());
+        let commands = families::commands(&project.canonicalize().unwrap(), out.path());
+        let mut g = super::spawn_in(home, families::turns(&commands));
+        g.initialize(json!({}));
+        let session = g.new_session();
+        set_mode(&mut g, &session, mode);
+        let id = g.prompt(&session, "look around");
+        loop {
+            let m = g.next();
+            if m["method"] == "session/request_permission" {
+                g.answer(
+                    &m["id"],
+                    json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
+                );
+            } else if m["id"] == id && m.get("method").is_none() {
+                assert_eq!(m["result"]["stopReason"], "end_turn", "{m}");
+                break;
+            }
+        }
+        families::assert_untouched(mode, &g.project, out.path());
+    }
+}
