@@ -38,11 +38,11 @@ fn tool_text(end: &Value) -> String {
 }
 
 /// An empty folder outside the project, which must stay empty.
-fn outside() -> tempfile::TempDir {
+pub(crate) fn outside() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
-fn assert_empty(dir: &Path) {
+pub(crate) fn assert_empty(dir: &Path) {
     let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
     assert!(left.is_empty(), "written outside the roots: {left:?}");
 }

@@ -64,7 +64,7 @@ pub enum Links {
 }
 
 /// What a file that is not regular is, in words.
-fn kind_of(t: std::fs::FileType) -> &'static str {
+pub fn kind_of(t: std::fs::FileType) -> &'static str {
     if t.is_fifo() {
         "a FIFO"
     } else if t.is_char_device() {

@@ -4,7 +4,7 @@
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write as _};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Why a file could not be opened for reading.
@@ -32,17 +32,7 @@ pub fn special_message(raw: &str, kind: &str) -> String {
 
 /// What a non-regular, non-directory file is.
 pub fn special_kind(t: std::fs::FileType) -> &'static str {
-    if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    }
+    crate::fs::bounded::kind_of(t)
 }
 
 /// Opens a regular file for reading. The open does not block (a FIFO without a writer would

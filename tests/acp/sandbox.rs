@@ -8,6 +8,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::{acp, updates, Acp};
+use crate::sandbox::{assert_empty, outside};
 
 fn bash(commands: &[String]) -> Value {
     let mut turns: Vec<Value> = commands
@@ -30,15 +31,6 @@ fn set_mode(g: &mut Acp, session: &str, mode: &str) {
         json!({"sessionId": session, "modeId": mode}),
     );
     g.result(id);
-}
-
-fn outside() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap()
-}
-
-fn assert_empty(dir: &Path) {
-    let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
-    assert!(left.is_empty(), "written outside the project: {left:?}");
 }
 
 #[test]
