@@ -53,6 +53,8 @@ mod schema;
 mod sessions;
 /// Commands that need no model.
 mod state;
+/// How assistant messages end: every started block gets its end update.
+mod stream_ends;
 /// Todo reminders when a run would end with open tasks, and the clear of a finished list.
 mod todo_reminders;
 /// Unattended mode: declarations, the command preflight, budgets on the model's work, audit.
