@@ -72,12 +72,19 @@ impl Registry {
         self.cwd = cwd.display().to_string();
     }
 
-    /// Removes this process's record (at exit).
+    /// Removes this process's record (at exit, or when it serves another session now). A record
+    /// belongs to its process: when another process serving the same session has written it
+    /// since, it describes that process and stays.
     pub fn remove(&mut self) {
-        if let Some(path) = self.current.take() {
-            if let Err(e) = std::fs::remove_file(&path) {
-                log::debug!("cannot remove {}: {e}", path.display());
-            }
+        let Some(path) = self.current.take() else {
+            return;
+        };
+        if !written_by_us(&path) {
+            log::debug!("{} belongs to another process; kept", path.display());
+            return;
+        }
+        if let Err(e) = std::fs::remove_file(&path) {
+            log::debug!("cannot remove {}: {e}", path.display());
         }
     }
 }
@@ -101,6 +108,31 @@ fn file_stem(session_id: &str) -> String {
             }
         })
         .collect()
+}
+
+/// Whether the record at `path` names this process. Read with care: a regular file only (never
+/// a link or a FIFO, which would hold the exit), at most a few KiB.
+fn written_by_us(path: &Path) -> bool {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path);
+    let Ok(file) = file else {
+        return false;
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut text = Vec::new();
+    if file.take(64 * 1024).read_to_end(&mut text).is_err() {
+        return false;
+    }
+    serde_json::from_slice::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("pid").and_then(serde_json::Value::as_u64))
+        == Some(u64::from(std::process::id()))
 }
 
 fn write_atomic(dir: &Path, path: &Path, record: &Record) -> std::io::Result<()> {
@@ -148,5 +180,21 @@ mod tests {
                 .count(),
             0
         );
+    }
+
+    #[test]
+    fn a_record_another_process_wrote_since_is_left_alone() {
+        let home = tempfile::tempdir().unwrap();
+        let mut r = Registry::new(home.path(), "stdio", Path::new("/p"));
+        r.publish("s1", None);
+        // A second process serving the same session replaces the record with its own.
+        let path = home.path().join("rpc-sessions/s1.json");
+        let other = serde_json::json!({"sessionId": "s1", "pid": std::process::id() + 1,
+            "transport": "stdio", "cwd": "/p", "startedAt": "x"});
+        std::fs::write(&path, other.to_string()).unwrap();
+        drop(r);
+        let kept: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(kept, other, "the running process keeps its record");
     }
 }

@@ -45,6 +45,9 @@ pub struct BashJob {
     pub timeout: Option<Duration>,
     /// Forward output chunks as they arrive (the bash tool streams them).
     pub stream: bool,
+    /// Kill the command as soon as it has printed more than this many bytes (a hook, whose output
+    /// is useless past its cap, fails then instead of at its timeout). Its result is truncated.
+    pub output_limit: Option<u64>,
     pub reply: Reply,
 }
 
@@ -493,6 +496,7 @@ mod tests {
             cwd: dir.path().into(),
             timeout,
             stream: false,
+            output_limit: None,
             reply: tx.into(),
         });
         let result = loop {

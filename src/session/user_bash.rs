@@ -30,6 +30,7 @@ impl SessionLoop {
             cwd: self.state.cwd.clone(),
             timeout: None,
             stream: false,
+            output_limit: None,
             reply: self.bash_tx().into(),
         });
     }

@@ -54,6 +54,7 @@ impl Tool for Bash {
             cwd: ctx.cwd.clone(),
             timeout,
             stream: true,
+            output_limit: None,
             reply: tx.into(),
         });
         let mut watch = Watch::new(timeout);
@@ -104,6 +105,7 @@ impl Bash {
             cwd,
             timeout,
             stream: true,
+            output_limit: None,
             reply: Reply::Deliver(Box::new(move |event| {
                 if let Some(step) = watch.on(event) {
                     deliver(step);
