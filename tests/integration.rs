@@ -39,6 +39,8 @@ mod hooks;
 mod hooks_prompt;
 /// Host tools, host URIs, extension UI and the ask tool.
 mod host;
+/// No test writes to the real home directory.
+mod isolation;
 /// Prompts, tool loops, steering and follow-ups.
 mod prompt;
 /// Recorded provider streams and what is sent back.
