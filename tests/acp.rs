@@ -26,6 +26,8 @@ use crate::support::TIMEOUT;
 
 /// Session management: folders, list, resume, close, delete.
 mod sessions;
+/// Usage, cost and title after each turn.
+mod usage;
 
 struct Acp {
     child: Child,

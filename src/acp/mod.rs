@@ -17,7 +17,9 @@ pub mod reader;
 pub mod sessions;
 mod settings;
 mod terminal;
+mod turns;
 pub mod updates;
+pub mod usage;
 pub mod wire;
 
 use std::path::PathBuf;
