@@ -10,6 +10,7 @@
 //!
 //! `parse` reads one file; this module finds the files and compiles the conditions.
 
+mod ends;
 mod history;
 mod parse;
 mod stream;

@@ -29,7 +29,8 @@ use super::{group_dfa_limit, Rule, REGEX_DFA_LIMIT, REGEX_SIZE_LIMIT};
 /// conditions fall back to the window for the rest of the block) once it has cleared its cache
 /// this many times while searching fewer than [`GIVE_UP_BYTES_PER_STATE`] bytes per state it
 /// built: it then builds a state for nearly every byte and costs more than the window search.
-const GIVE_UP_CLEARS: usize = 3;
+/// One full cache is enough to tell: each further fill only adds to the cost.
+const GIVE_UP_CLEARS: usize = 1;
 const GIVE_UP_BYTES_PER_STATE: usize = 10;
 
 /// One scope's conditions as a lazy DFA.

@@ -48,6 +48,8 @@ struct ScopeSet {
     members: Vec<usize>,
     /// The longest match of any of them (`None`: unbounded, search the whole window).
     reach: Option<usize>,
+    /// The bytes their matches can end with: a delta without one is not searched.
+    ends: super::ends::EndBytes,
 }
 
 impl ScopeSet {
@@ -63,6 +65,7 @@ impl ScopeSet {
         match built {
             Ok(set) => Some(ScopeSet {
                 set,
+                ends: super::ends::end_bytes(members.iter().map(|&i| conditions[i].as_str())),
                 members,
                 reach,
             }),
@@ -75,6 +78,10 @@ impl ScopeSet {
 
     /// The armed rules matching in `haystack` with a match that may end after `old_end`.
     fn matches(&self, haystack: &str, old_end: usize, armed: &[bool]) -> Vec<usize> {
+        // A new match ends in the delta, with one of its last bytes.
+        if !super::ends::may_end_in(&self.ends, &haystack.as_bytes()[old_end..]) {
+            return Vec::new();
+        }
         let mut start = match self.reach {
             Some(r) => old_end.saturating_sub(r),
             None => 0,
