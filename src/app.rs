@@ -225,6 +225,13 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
             .model
             .as_ref()
             .map(|m| format!("{}/{}", m.provider, m.id)),
+        windows: state
+            .catalog
+            .available()
+            .into_iter()
+            .chain(state.model.as_ref())
+            .map(|m| (format!("{}/{}", m.provider, m.id), m.context_window))
+            .collect(),
     };
     let registry = crate::registry::Registry::new(&cli::agent_dir(), "stdio", &state.cwd);
     let policy = match crate::sandbox::Policy::from_args(

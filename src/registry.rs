@@ -93,12 +93,19 @@ impl Registry {
         self.cwd = cwd.display().to_string();
     }
 
-    /// Removes this process's record (at exit).
+    /// Removes this process's record (at exit, or when it serves another session now). A record
+    /// belongs to its process: when another process serving the same session has written it
+    /// since, it describes that process and stays.
     pub fn remove(&mut self) {
-        if let Some(path) = self.current.take() {
-            if let Err(e) = std::fs::remove_file(&path) {
-                log::debug!("cannot remove {}: {e}", path.display());
-            }
+        let Some(path) = self.current.take() else {
+            return;
+        };
+        if !written_by_us(&path) {
+            log::debug!("{} belongs to another process; kept", path.display());
+            return;
+        }
+        if let Err(e) = std::fs::remove_file(&path) {
+            log::debug!("cannot remove {}: {e}", path.display());
         }
     }
 }
@@ -121,6 +128,19 @@ fn file_stem(session_id: &str) -> String {
             }
         })
         .collect()
+}
+
+/// Whether the record at `path` names this process. Read with care (`fs::bounded`): a regular
+/// file only (never a link or a FIFO, which would hold the exit), at most 64 KiB.
+fn written_by_us(path: &Path) -> bool {
+    use crate::fs::bounded::{self, Links};
+    let Ok(text) = bounded::read(path, 64 * 1024, Links::Refuse) else {
+        return false;
+    };
+    serde_json::from_slice::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("pid").and_then(serde_json::Value::as_u64))
+        == Some(u64::from(std::process::id()))
 }
 
 fn write_atomic(agent_dir: &Path, path: &Path, record: &Record) -> std::io::Result<()> {
@@ -199,5 +219,21 @@ mod tests {
         let mut r = Registry::new(&agent, "stdio", Path::new("/p"));
         r.publish("s1", None);
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_record_another_process_wrote_since_is_left_alone() {
+        let home = tempfile::tempdir().unwrap();
+        let mut r = Registry::new(home.path(), "stdio", Path::new("/p"));
+        r.publish("s1", None);
+        // A second process serving the same session replaces the record with its own.
+        let path = home.path().join("rpc-sessions/s1.json");
+        let other = serde_json::json!({"sessionId": "s1", "pid": std::process::id() + 1,
+            "transport": "stdio", "cwd": "/p", "startedAt": "x"});
+        std::fs::write(&path, other.to_string()).unwrap();
+        drop(r);
+        let kept: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(kept, other, "the running process keeps its record");
     }
 }

@@ -32,6 +32,8 @@ use crate::support::TIMEOUT;
 mod sandbox;
 /// Session management: folders, list, resume, close, delete.
 mod sessions;
+/// Usage, cost and title after each turn.
+mod usage;
 
 struct Acp {
     child: Child,

@@ -188,22 +188,23 @@ fn sigterm_exits_cleanly() {
 #[test]
 fn cli_rejects_file_arguments_and_other_modes() {
     let bin = env!("CARGO_BIN_EXE_gjc");
-    let out = std::process::Command::new(bin)
+    let gjc_command = || {
+        let mut command = std::process::Command::new(bin);
+        (crate::support::isolate(&mut command), command)
+    };
+    let (_home, mut command) = gjc_command();
+    let out = command
         .args(["--mode", "rpc", "@notes.md"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("@file arguments are not supported"));
     assert!(out.stdout.is_empty(), "nothing may reach stdout");
-    let out = std::process::Command::new(bin)
-        .args(["--mode", "json"])
-        .output()
-        .unwrap();
+    let (_home, mut command) = gjc_command();
+    let out = command.args(["--mode", "json"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let out = std::process::Command::new(bin)
-        .arg("--version")
-        .output()
-        .unwrap();
+    let (_home, mut command) = gjc_command();
+    let out = command.arg("--version").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("gjc "));
 }
 
@@ -234,7 +235,9 @@ fn parent_death_ends_gjc_while_its_stdin_stays_open() {
     use std::io::{BufRead, BufReader};
     // sh starts gjc in the background (stdin passed on explicitly), prints its pid, then becomes
     // `sleep`; killing that process orphans gjc while this test still holds gjc's stdin open.
-    let mut parent = std::process::Command::new("sh")
+    let mut command = std::process::Command::new("sh");
+    let _home = crate::support::isolate(&mut command);
+    let mut parent = command
         .arg("-c")
         .arg(r#"exec 4<&0; "$0" --mode rpc --no-session <&4 & echo "$!"; exec sleep 1000"#)
         .arg(env!("CARGO_BIN_EXE_gjc"))
@@ -263,7 +266,9 @@ fn parent_death_ends_gjc_while_its_stdin_stays_open() {
 #[test]
 fn closed_stdout_is_a_clean_exit() {
     use std::io::{BufRead, BufReader, Write};
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gjc"))
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gjc"));
+    let _home = crate::support::isolate(&mut command);
+    let mut child = command
         .args(["--mode", "rpc", "--no-session"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

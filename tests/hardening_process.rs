@@ -158,8 +158,10 @@ impl Drop for Host {
 
 #[test]
 fn gjc_ends_within_a_second_of_its_parent_process() {
+    let mut command = Command::new("python3");
+    let _home = crate::support::isolate(&mut command);
     let mut host = Host(
-        Command::new("python3")
+        command
             .args(["-c", THREAD_HOST, env!("CARGO_BIN_EXE_gjc")])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

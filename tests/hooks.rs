@@ -307,6 +307,25 @@ fn a_hook_that_never_exits_times_out() {
     assert_eq!(logged(&log).len(), 2);
 }
 
+/// A hook that prints without end fails when its output passes the cap, not at its timeout.
+#[test]
+fn a_hook_printing_without_end_fails_at_the_output_cap() {
+    let started = Instant::now();
+    let (mut g, _log, _dir) = with_hooks(
+        json!([tool_call("ls", json!({"path": "."})), say("done")]),
+        |dir, log| {
+            let chatty = script(dir, "chatty.sh", log, "yes");
+            json!([{"event": "before_tool_call", "command": chatty, "timeoutMs": 600000}])
+        },
+    );
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    let end = tool_end(&mut g);
+    assert_eq!(end["isError"], true, "before_tool_call fails closed");
+    assert!(text(&end).contains("printed more than gjc reads"), "{end}");
+    g.event("agent_end");
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
 #[test]
 fn abort_kills_a_running_hook_and_get_state_never_waits() {
     let (mut g, log, _dir) = with_hooks(

@@ -43,6 +43,8 @@ mod hooks_prompt;
 mod host;
 /// Planted config files (FIFOs, links to /dev/zero), ids that would be paths, planted links.
 mod hostile_files;
+/// No test writes to the real home directory.
+mod isolation;
 /// Prompts, tool loops, steering and follow-ups.
 mod prompt;
 /// Recorded provider streams and what is sent back.
@@ -59,6 +61,8 @@ mod schema;
 mod sessions;
 /// Commands that need no model.
 mod state;
+/// How assistant messages end: every started block gets its end update.
+mod stream_ends;
 /// Todo reminders when a run would end with open tasks, and the clear of a finished list.
 mod todo_reminders;
 /// Project trust: a project's hooks are skipped until it is trusted.

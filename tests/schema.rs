@@ -66,7 +66,9 @@ fn replace_file(path: &std::path::Path, text: &str) {
 
 /// Runs the binary with `args` and returns its exit code and stdout, within [`TIMEOUT`].
 fn run_gjc(args: &[&str]) -> (Option<i32>, String, String) {
-    let child = Command::new(env!("CARGO_BIN_EXE_gjc"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gjc"));
+    let _home = crate::support::isolate(&mut command);
+    let child = command
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

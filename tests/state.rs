@@ -181,6 +181,34 @@ fn setters_and_session_name() {
     );
 }
 
+/// An overlong name is refused (it would push the session out of `list_sessions`); one at the
+/// cap is kept, and the session stays listed with it.
+#[test]
+fn session_names_are_capped_and_named_sessions_stay_listed() {
+    let turn = json!({"content": [{"type": "text", "text": "done"}]});
+    let mut g = gjc().script(json!({ "turns": [turn] })).spawn();
+    g.ok(json!({"type": "prompt", "message": "hi"}));
+    g.event("agent_end");
+    let r = g.request(json!({"type": "set_session_name", "name": "n".repeat(100_000)}));
+    assert_eq!(r["success"], false, "{}", r["error"]);
+    assert_eq!(
+        r["error"],
+        "Session name is 100000 characters long; the limit is 256"
+    );
+    let longest = "é".repeat(256);
+    g.ok(json!({"type": "set_session_name", "name": longest}));
+    let id = g.ok(json!({"type": "get_state"}))["sessionId"].clone();
+    let listed = g.ok(json!({"type": "list_sessions"}));
+    let mine: Vec<_> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["id"] == id)
+        .collect();
+    assert_eq!(mine.len(), 1, "{listed}");
+    assert_eq!(mine[0]["name"], longest.as_str());
+}
+
 #[test]
 fn unavailable_commands_answer_a_typed_error() {
     let mut g = gjc().spawn();

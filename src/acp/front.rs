@@ -17,8 +17,8 @@ use std::path::PathBuf;
 
 use agent_client_protocol_schema::v1::{
     AgentCapabilities, AuthenticateResponse, ClientCapabilities, Error, Implementation,
-    InitializeRequest, InitializeResponse, McpCapabilities, PromptCapabilities, PromptResponse,
-    RequestId, SessionId, SessionNotification, SetSessionConfigOptionResponse, ToolCallStatus,
+    InitializeRequest, InitializeResponse, McpCapabilities, PromptCapabilities, RequestId,
+    SessionId, SessionNotification, SetSessionConfigOptionResponse,
 };
 use agent_client_protocol_schema::ProtocolVersion;
 use crossbeam_channel::{never, select_biased, Receiver, Sender, TrySendError};
@@ -31,8 +31,7 @@ use super::updates::{self, SessionUpdate};
 use super::wire::Wire;
 use crate::host::HostRequest;
 use crate::output::OutRx;
-use crate::protocol::message::AgentMessage;
-use crate::protocol::{AgentEvent, Command, Outbound, Response};
+use crate::protocol::{Command, Outbound, Response};
 use crate::session::{CommandFrame, ControlFrame};
 
 /// The unsupported-protocol-version error code the ACP SDKs use.
@@ -65,10 +64,10 @@ impl Waiting {
 
 /// The `session/prompt` in flight.
 pub(super) struct Turn {
-    id: RequestId,
-    cancelled: bool,
+    pub(super) id: RequestId,
+    pub(super) cancelled: bool,
     /// Cancelled by `$/cancel_request` alone: answered -32800 rather than `cancelled`.
-    by_request: bool,
+    pub(super) by_request: bool,
     /// The prompt command has been accepted by the session (its run has started).
     accepted: bool,
 }
@@ -124,12 +123,16 @@ pub struct Front<W: Write> {
     /// The models with a key (`provider/id`, name), and the one in use.
     pub(super) models: Vec<(String, String)>,
     pub(super) model: Option<String>,
+    /// Context use, cost and title of the session served, sent after each turn.
+    pub(super) stats: super::usage::SessionStats,
 }
 
 /// The models the front end offers and the one the session starts with.
 pub struct Models {
     pub available: Vec<(String, String)>,
     pub current: Option<String>,
+    /// The context window of each model, by `provider/id`.
+    pub windows: HashMap<String, u64>,
 }
 
 impl<W: Write> Front<W> {
@@ -161,6 +164,7 @@ impl<W: Write> Front<W> {
             sandbox: c.sandbox,
             models: c.models.available,
             model: c.models.current,
+            stats: super::usage::SessionStats::new(c.models.windows),
         };
         (front, c.frames)
     }
@@ -419,10 +423,15 @@ impl<W: Write> Front<W> {
             Outbound::Event(event) => self.on_event(*event),
             Outbound::Frame(frame) => self.on_callback(frame),
             Outbound::Terminal(frame) => self.on_terminal(frame),
-            Outbound::Show(show) => match updates::show(&show) {
-                Some(update) => self.update(update),
-                None => Ok(()),
-            },
+            Outbound::Show(show) => {
+                if let crate::protocol::Show::Title(title) = &show {
+                    self.stats.title = Some(title.clone());
+                }
+                match updates::show(&show) {
+                    Some(update) => self.update(update),
+                    None => Ok(()),
+                }
+            }
         }
     }
 
@@ -464,92 +473,6 @@ impl<W: Write> Front<W> {
                 self.wire
                     .respond(id, Ok(SetSessionConfigOptionResponse::new(options)))
             }
-        }
-    }
-
-    fn on_event(&mut self, event: AgentEvent) -> std::io::Result<()> {
-        match event {
-            AgentEvent::MessageUpdate {
-                assistant_message_event,
-                ..
-            } => match updates::delta(&assistant_message_event) {
-                Some(update) if self.turn.is_some() => self.update(update),
-                _ => Ok(()),
-            },
-            AgentEvent::ToolExecutionStart {
-                tool_call_id,
-                tool_name,
-                args,
-            } => {
-                let call = updates::tool_call(
-                    &tool_call_id,
-                    &tool_name,
-                    &args,
-                    &self.cwd,
-                    ToolCallStatus::Pending,
-                );
-                self.shown.insert(tool_call_id, Shown { args });
-                self.update(SessionUpdate::ToolCall(call))
-            }
-            AgentEvent::ToolExecutionUpdate {
-                tool_call_id,
-                partial_result,
-                ..
-            } => self.update(SessionUpdate::ToolCallUpdate(updates::progress(
-                &tool_call_id,
-                &partial_result,
-            ))),
-            AgentEvent::ToolExecutionEnd {
-                tool_call_id,
-                tool_name,
-                result,
-                is_error,
-            } => {
-                let args = self
-                    .shown
-                    .remove(&tool_call_id)
-                    .map(|s| s.args)
-                    .unwrap_or(Value::Null);
-                let mut update = updates::result(
-                    &tool_call_id,
-                    &tool_name,
-                    &args,
-                    &self.cwd,
-                    &result,
-                    is_error,
-                );
-                self.keep_terminal(&mut update);
-                self.update(SessionUpdate::ToolCallUpdate(update))
-            }
-            AgentEvent::AgentEnd {
-                messages,
-                outcome,
-                error_message,
-                ..
-            } => self.end_turn(&messages, outcome, error_message.as_deref()),
-            _ => Ok(()),
-        }
-    }
-
-    fn end_turn(
-        &mut self,
-        messages: &[AgentMessage],
-        outcome: crate::protocol::event::Outcome,
-        error: Option<&str>,
-    ) -> std::io::Result<()> {
-        let Some(turn) = self.turn.take() else {
-            return Ok(());
-        };
-        if turn.by_request && !self.running.cancelled() {
-            return self
-                .wire
-                .respond::<()>(turn.id, Err(Error::request_cancelled()));
-        }
-        match updates::stop_reason(outcome, messages, turn.cancelled, error) {
-            Ok(reason) => self.wire.respond(turn.id, Ok(PromptResponse::new(reason))),
-            Err(message) => self
-                .wire
-                .respond::<()>(turn.id, Err(Error::internal_error().data(message))),
         }
     }
 

@@ -20,7 +20,9 @@ pub mod sessions;
 mod settings;
 mod terminal;
 mod trust;
+mod turns;
 pub mod updates;
+pub mod usage;
 pub mod wire;
 
 use std::path::PathBuf;

@@ -81,6 +81,8 @@ pub enum Step {
         session: String,
         cwd: PathBuf,
         replay: bool,
+        /// The stored session's name, its title.
+        title: Option<String>,
     },
     /// `get_messages` of a loaded session, to replay.
     Replay(RequestId),
@@ -207,6 +209,7 @@ impl<W: Write> Front<W> {
             session: wanted,
             cwd,
             replay,
+            title: found.title.clone(),
         });
         self.command("switch_session", fields, then);
         Ok(())
@@ -321,7 +324,12 @@ impl<W: Write> Front<W> {
                 session,
                 cwd,
                 replay,
-            } => self.opened(id, session, cwd, replay),
+                title,
+            } => {
+                let opened = self.opened(id, session, cwd, replay);
+                self.stats.title = title;
+                opened
+            }
             Step::Replay(id) => self.replay(id, data),
             Step::Close(id) => {
                 self.known.remove(&self.session);
@@ -344,6 +352,9 @@ impl<W: Write> Front<W> {
             self.cwd = cwd;
         }
         self.known.insert(session.clone());
+        if session != self.session {
+            self.stats.restart(None);
+        }
         self.session = session;
         self.shown.clear();
         // "Always allow" holds for the session it was given in.
@@ -405,6 +416,10 @@ impl<W: Write> Front<W> {
             serde_json::from_value(data["messages"].clone()).unwrap_or_default();
         let mut calls = Vec::new();
         let cwd = self.cwd.clone();
+        // The whole history counts: what was counted of it before is forgotten.
+        let title = self.stats.title.take();
+        self.stats.restart(title);
+        self.stats.add(&messages);
         for message in &messages {
             for update in updates::replay(message, &cwd, &mut calls) {
                 self.update(update)?;

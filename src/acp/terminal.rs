@@ -426,6 +426,7 @@ mod tests {
             models: super::super::front::Models {
                 available: Vec::new(),
                 current: None,
+                windows: Default::default(),
             },
             projects: super::super::sessions::Projects {
                 agent_dir: std::env::temp_dir(),

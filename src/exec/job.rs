@@ -31,6 +31,9 @@ pub(super) struct Job {
     sink: OutputSink,
     /// Forward output chunks as they arrive (the bash tool streams them).
     stream: bool,
+    /// The output after which the group is killed (`BashJob::output_limit`), and whether it was.
+    output_limit: Option<u64>,
+    over_limit: bool,
     /// Bytes of a UTF-8 sequence split across reads, kept for the next chunk.
     pending_utf8: Vec<u8>,
     reply: Reply,
@@ -56,6 +59,8 @@ impl Job {
             pipe: Some(output),
             sink: OutputSink::new(spill),
             stream: job.stream,
+            output_limit: job.output_limit,
+            over_limit: false,
             pending_utf8: Vec::new(),
             reply: job.reply,
         }
@@ -94,6 +99,13 @@ impl Job {
 
     fn take_output(&mut self, bytes: &[u8]) {
         self.sink.push(bytes);
+        let over = self
+            .output_limit
+            .is_some_and(|limit| self.sink.total_bytes() > limit);
+        if over && !self.over_limit {
+            self.over_limit = true;
+            process::kill_group(self.pgid);
+        }
         if !self.stream {
             return;
         }
@@ -139,7 +151,7 @@ impl Job {
         let exit_code = self
             .status
             .and_then(|s| s.code())
-            .filter(|_| !self.cancelled && !self.timed_out);
+            .filter(|_| !self.cancelled && !self.timed_out && !self.over_limit);
         let result = BashResult {
             output: captured.output,
             exit_code,

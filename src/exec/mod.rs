@@ -50,6 +50,9 @@ pub struct BashJob {
     /// Where its stderr goes instead of the output pipe (a file gjc opened: a confined command
     /// could not open one outside its writable roots itself).
     pub stderr: Option<std::fs::File>,
+    /// Kill the command as soon as it has printed more than this many bytes (a hook, whose output
+    /// is useless past its cap, fails then instead of at its timeout). Its result is truncated.
+    pub output_limit: Option<u64>,
     pub reply: Reply,
 }
 
@@ -507,6 +510,7 @@ mod tests {
             stream: false,
             confine: None,
             stderr: None,
+            output_limit: None,
             reply: tx.into(),
         });
         let result = loop {

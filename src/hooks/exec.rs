@@ -76,6 +76,8 @@ pub fn run_cancellable(
                 .try_clone()
                 .map_err(|e| format!("cannot open its stderr file: {e}"))?,
         ),
+        // Past the cap the hook has failed already: stop it now, not at its timeout.
+        output_limit: Some(crate::exec::output::TAIL_BYTES as u64),
         reply: tx.into(),
     });
     if cancel.load(Ordering::SeqCst) {
@@ -112,16 +114,17 @@ fn verdict(r: &BashResult, hook: &Hook, stderr: &str) -> Result<Option<Value>, S
             hook.timeout.as_millis()
         ));
     }
-    match r.exit_code {
-        Some(0) => {}
-        Some(code) => return Err(format!("exited with status {code}{said}")),
-        None => return Err(format!("was killed by a signal{said}")),
-    }
+    // Before the exit status: a hook stopped at the cap was killed, and that is why.
     if r.truncated {
         return Err(format!(
             "printed more than gjc reads ({} bytes)",
             r.total_bytes
         ));
+    }
+    match r.exit_code {
+        Some(0) => {}
+        Some(code) => return Err(format!("exited with status {code}{said}")),
+        None => return Err(format!("was killed by a signal{said}")),
     }
     let out = r.output.trim();
     if out.is_empty() {

@@ -208,6 +208,7 @@ impl super::wire::Decoder for Decoder {
                 return Err(StreamError {
                     message: format!("{kind}: {msg}"),
                     transient,
+                    status: None,
                 });
             }
             _ => {}

@@ -188,6 +188,7 @@ impl super::wire::Decoder for Decoder {
             return Err(StreamError {
                 message: format!("{status}: {msg}"),
                 transient,
+                status: None,
             });
         }
         if let Some(reason) = v["promptFeedback"]

@@ -143,8 +143,16 @@ fn stream(
     let stop = match outcome {
         Ok(Some(stop)) => stop,
         Ok(None) => return None,
-        Err(StreamError { message, transient }) => {
-            fail(builder, sink, cancel, message, None, transient, None);
+        Err(StreamError {
+            message,
+            transient,
+            status,
+        }) => {
+            // Usage the provider reported before (or beside) its error is kept, totalled and
+            // priced like a finished message's.
+            builder.message.usage.finish_totals();
+            price(&mut builder.message.usage, &request.model.cost);
+            fail(builder, sink, cancel, message, status, transient, None);
             return None;
         }
     };
@@ -154,6 +162,10 @@ fn stream(
         request.model.id,
         started.elapsed().as_millis()
     );
+    // Blocks the provider never closed (a Chat tool call, Gemini's last block, a call cut off by
+    // the output limit) end here, each with its `*_end` delta before the message ends.
+    builder.close_all(stop == StopReason::Length);
+    forward(&mut builder, sink, started);
     let mut message = builder.finish(stop);
     message.duration = Some(started.elapsed().as_millis() as u64);
     message.usage.finish_totals();

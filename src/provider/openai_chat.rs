@@ -160,20 +160,12 @@ impl super::wire::Decoder for Decoder {
             return self.on_eof(b).map(Some);
         }
         let v = wire::json(event)?;
-        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
-            let msg = err
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown error");
-            let kind = err.get("type").and_then(Value::as_str).unwrap_or("error");
-            let transient = kind == "server_error" || super::failure::is_transient_text(msg);
-            return Err(StreamError {
-                message: format!("{kind}: {msg}"),
-                transient,
-            });
-        }
+        // Usage first: a server may send it in the very chunk that reports an error.
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
             read_usage(u, b);
+        }
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            return Err(in_stream_error(err));
         }
         let Some(choice) = v
             .get("choices")
@@ -312,6 +304,40 @@ impl Decoder {
     }
 }
 
+/// An `error` object inside the stream: its type, its code (a string at OpenAI, a number at
+/// OpenRouter) and message in the text, and its HTTP-like status (Groq's `status_code`, or a
+/// numeric code in the HTTP range) as the message's status.
+fn in_stream_error(err: &Value) -> StreamError {
+    let msg = err
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown error");
+    let kind = err.get("type").and_then(Value::as_str).unwrap_or("error");
+    let code = match err.get("code") {
+        Some(Value::String(c)) if !c.is_empty() => Some(c.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let status = [err.get("status_code"), err.get("code")]
+        .into_iter()
+        .flatten()
+        .find_map(Value::as_u64)
+        .filter(|s| (100..600).contains(s))
+        .map(|s| s as u16);
+    let transient = kind == "server_error"
+        || super::failure::is_transient_text(msg)
+        || status.is_some_and(super::failure::is_transient_status);
+    let message = match code.filter(|c| c != kind) {
+        Some(code) => format!("{kind} ({code}): {msg}"),
+        None => format!("{kind}: {msg}"),
+    };
+    StreamError {
+        message,
+        transient,
+        status,
+    }
+}
+
 fn read_usage(u: &Value, b: &mut MessageBuilder) {
     let prompt = wire::u64_at(u, "prompt_tokens").unwrap_or(0);
     let completion = wire::u64_at(u, "completion_tokens").unwrap_or(0);
@@ -325,6 +351,92 @@ fn read_usage(u: &Value, b: &mut MessageBuilder) {
     usage.cache_read = cache_read;
     usage.cache_write = cache_write;
     usage.input = prompt.saturating_sub(cache_read + cache_write);
-    usage.output = completion;
-    usage.reasoning_tokens = wire::u64_at(&u["completion_tokens_details"], "reasoning_tokens");
+    let reasoning = wire::u64_at(&u["completion_tokens_details"], "reasoning_tokens");
+    usage.output = completion + uncounted_reasoning(u, prompt, completion, reasoning);
+    usage.reasoning_tokens = reasoning;
+}
+
+/// The reasoning tokens `completion_tokens` leaves out. OpenAI counts them inside it; some
+/// compatible servers (xAI) do not, and their `total_tokens` is prompt + completion + reasoning.
+/// The server's own total tells the two apart.
+fn uncounted_reasoning(u: &Value, prompt: u64, completion: u64, reasoning: Option<u64>) -> u64 {
+    match (reasoning, wire::u64_at(u, "total_tokens")) {
+        (Some(r), Some(total)) if r > 0 && total == prompt + completion + r => r,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::wire::Decoder as _;
+    use super::*;
+    use crate::protocol::message::AssistantMessage;
+
+    fn builder() -> MessageBuilder {
+        MessageBuilder::new(AssistantMessage::empty("openai-completions", "p", "m"))
+    }
+
+    fn usage_of(u: Value) -> crate::protocol::message::Usage {
+        let mut b = builder();
+        read_usage(&u, &mut b);
+        b.message.usage.finish_totals();
+        b.message.usage
+    }
+
+    #[test]
+    fn reasoning_tokens_are_counted_once_in_either_convention() {
+        // OpenAI: completion_tokens holds the reasoning; the total says so.
+        let inside = usage_of(
+            json!({"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150,
+            "completion_tokens_details": {"reasoning_tokens": 30}}),
+        );
+        assert_eq!((inside.output, inside.total_tokens), (50, 150));
+        assert_eq!(inside.reasoning_tokens, Some(30));
+        // xAI: completion_tokens leaves it out, the total adds it.
+        let beside = usage_of(
+            json!({"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 150,
+            "completion_tokens_details": {"reasoning_tokens": 30}}),
+        );
+        assert_eq!((beside.output, beside.total_tokens), (50, 150));
+        assert_eq!(beside.reasoning_tokens, Some(30));
+        // No total to go by: completion_tokens as given.
+        let bare = usage_of(json!({"prompt_tokens": 100, "completion_tokens": 20,
+            "completion_tokens_details": {"reasoning_tokens": 30}}));
+        assert_eq!((bare.output, bare.total_tokens), (20, 120));
+    }
+
+    fn event(v: Value) -> SseEvent {
+        SseEvent {
+            event: None,
+            data: v.to_string(),
+        }
+    }
+
+    #[test]
+    fn an_error_keeps_the_usage_code_and_status_beside_it() {
+        let mut b = builder();
+        let err = Decoder::default()
+            .on_event(
+                &event(json!({"error": {"message": "tool call validation failed", "type": "invalid_request_error",
+                    "code": "tool_use_failed", "status_code": 400},
+                    "usage": {"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127}})),
+                &mut b,
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.message,
+            "invalid_request_error (tool_use_failed): tool call validation failed"
+        );
+        assert_eq!((err.status, err.transient), (Some(400), false));
+        assert_eq!((b.message.usage.input, b.message.usage.output), (120, 7));
+        // OpenRouter: a numeric code in the HTTP range is the status, and a retryable one.
+        let err = Decoder::default()
+            .on_event(
+                &event(json!({"error": {"code": 502, "message": "upstream failed"}})),
+                &mut builder(),
+            )
+            .unwrap_err();
+        assert_eq!(err.message, "error (502): upstream failed");
+        assert_eq!((err.status, err.transient), (Some(502), true));
+    }
 }

@@ -184,6 +184,7 @@ impl super::wire::Decoder for Decoder {
                 return Err(StreamError {
                     message: format!("{code}: {msg}"),
                     transient: matches!(code, "server_error" | "rate_limit_exceeded"),
+                    status: None,
                 });
             }
             "error" => {
@@ -195,6 +196,7 @@ impl super::wire::Decoder for Decoder {
                 return Err(StreamError {
                     message: format!("{code}: {msg}"),
                     transient: matches!(code, "server_error" | "rate_limit_exceeded"),
+                    status: None,
                 });
             }
             _ => {}

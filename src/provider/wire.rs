@@ -22,6 +22,8 @@ pub struct HttpCall {
 pub struct StreamError {
     pub message: String,
     pub transient: bool,
+    /// The HTTP-like status the provider gave the error inside the stream, when it gave one.
+    pub status: Option<u16>,
 }
 
 impl StreamError {
@@ -29,6 +31,7 @@ impl StreamError {
         StreamError {
             message: message.into(),
             transient: true,
+            status: None,
         }
     }
 
@@ -36,6 +39,7 @@ impl StreamError {
         StreamError {
             message: message.into(),
             transient: false,
+            status: None,
         }
     }
 }

@@ -10,6 +10,7 @@
 //!
 //! `parse` reads one file; this module finds the files and compiles the conditions.
 
+mod ends;
 mod history;
 mod parse;
 mod stream;
@@ -31,6 +32,15 @@ const MAX_RULES_PER_DIR: usize = 500;
 pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
 /// The lazy DFA cache of one condition.
 pub const REGEX_DFA_LIMIT: usize = 2 << 20;
+/// The lazy DFA cache of conditions compiled together, however many they are: a cache per
+/// condition grew with the rule count (2 GB for 1,000 rules) while a search of many conditions
+/// that keeps clearing its cache is no faster for a larger one.
+pub const GROUP_DFA_LIMIT: usize = 4 * REGEX_DFA_LIMIT;
+
+/// The cache of `n` conditions compiled together: one condition's each, up to the group's bound.
+pub fn group_dfa_limit(n: usize) -> usize {
+    REGEX_DFA_LIMIT.saturating_mul(n).min(GROUP_DFA_LIMIT)
+}
 
 /// Where the model's streamed output comes from; a rule's `scope` picks some of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,11 @@
 //! back to the bounded tail window for the rest of the block. So they do when a cache clear
 //! happens on the end-of-input look-ahead (the cursor's state would no longer be valid): rare, as
 //! the cache is only cleared once full.
+//!
+//! The cache of many conditions together is bounded ([`super::GROUP_DFA_LIMIT`]), not one
+//! condition's bound times their number; such a DFA gives up when it keeps clearing its cache
+//! (it builds a state for nearly every byte: conditions like `a[ab]{18}c`), and its conditions
+//! fall back to the window for the rest of the block, as a quit does.
 
 use regex_automata::hybrid::dfa::{Cache, DFA};
 use regex_automata::hybrid::LazyStateID;
@@ -18,7 +23,15 @@ use regex_automata::nfa::thompson;
 use regex_automata::util::{start, syntax};
 use regex_automata::{Anchored, MatchKind};
 
-use super::{Rule, REGEX_DFA_LIMIT, REGEX_SIZE_LIMIT};
+use super::{group_dfa_limit, Rule, REGEX_DFA_LIMIT, REGEX_SIZE_LIMIT};
+
+/// A DFA whose cache is bounded below what its conditions could fill gives up (and its
+/// conditions fall back to the window for the rest of the block) once it has cleared its cache
+/// this many times while searching fewer than [`GIVE_UP_BYTES_PER_STATE`] bytes per state it
+/// built: it then builds a state for nearly every byte and costs more than the window search.
+/// One full cache is enough to tell: each further fill only adds to the cost.
+const GIVE_UP_CLEARS: usize = 1;
+const GIVE_UP_BYTES_PER_STATE: usize = 10;
 
 /// One scope's conditions as a lazy DFA.
 pub struct StreamDfa {
@@ -27,6 +40,8 @@ pub struct StreamDfa {
     members: Vec<usize>,
     /// Some condition has a Unicode word boundary: the DFA may quit on non-ASCII bytes.
     can_quit: bool,
+    /// The cache is bounded below the conditions' own caches: the DFA may give up.
+    may_give_up: bool,
 }
 
 /// Where one stream stands in one scope's DFA.
@@ -53,10 +68,17 @@ impl StreamDfa {
             .map(|&i| rules[i].condition.as_deref().unwrap_or(""))
             .collect();
         let can_quit = patterns.iter().any(|p| unicode_word(p));
-        let config = DFA::config()
+        let capacity = group_dfa_limit(members.len());
+        let may_give_up = capacity < REGEX_DFA_LIMIT.saturating_mul(members.len());
+        let mut config = DFA::config()
             .match_kind(MatchKind::All)
             .unicode_word_boundary(can_quit)
-            .cache_capacity(REGEX_DFA_LIMIT.saturating_mul(members.len()));
+            .cache_capacity(capacity);
+        if may_give_up {
+            config = config
+                .minimum_cache_clear_count(Some(GIVE_UP_CLEARS))
+                .minimum_bytes_per_state(Some(GIVE_UP_BYTES_PER_STATE));
+        }
         let built = DFA::builder()
             .configure(config)
             .syntax(syntax::Config::new())
@@ -70,6 +92,7 @@ impl StreamDfa {
                 dfa,
                 members: members.to_vec(),
                 can_quit,
+                may_give_up,
             }),
             Err(e) => {
                 log::warn!(
@@ -81,8 +104,22 @@ impl StreamDfa {
         }
     }
 
-    pub fn can_quit(&self) -> bool {
-        self.can_quit
+    /// Whether the DFA may stop in a block (quit on non-ASCII text, or give up), leaving its
+    /// conditions to the window.
+    pub fn may_stop(&self) -> bool {
+        self.can_quit || self.may_give_up
+    }
+
+    /// The bound of each cursor's cache.
+    #[cfg(test)]
+    pub fn cache_capacity(&self) -> usize {
+        self.dfa.get_config().get_cache_capacity()
+    }
+
+    /// Whether `cursor` stopped in its block (the window has the block's conditions).
+    #[cfg(test)]
+    pub fn stopped(cursor: &Cursor) -> bool {
+        cursor.state.is_none()
     }
 
     pub fn cursor(&self) -> Cursor {
@@ -114,7 +151,10 @@ impl StreamDfa {
         let Some(mut sid) = cursor.state else {
             return false;
         };
-        for &byte in delta {
+        // The progress a give-up weighs against the states built (see `GIVE_UP_CLEARS`).
+        cursor.cache.search_start(0);
+        for (at, &byte) in delta.iter().enumerate() {
+            cursor.cache.search_update(at);
             sid = match self.dfa.next_state(&mut cursor.cache, sid, byte) {
                 Ok(s) => s,
                 Err(_) => return self.stop(cursor),
@@ -142,6 +182,7 @@ impl StreamDfa {
             // `sid` was renumbered by the clear: it cannot be followed any more.
             cursor.state = None;
         }
+        cursor.cache.search_finish(delta.len());
         true
     }
 

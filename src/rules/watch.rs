@@ -21,7 +21,7 @@ use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 use std::sync::OnceLock;
 
 use super::stream::{unicode_word, Cursor, StreamDfa};
-use super::{Rule, Scope, REGEX_DFA_LIMIT, REGEX_SIZE_LIMIT};
+use super::{group_dfa_limit, Rule, Scope, REGEX_DFA_LIMIT, REGEX_SIZE_LIMIT};
 use crate::protocol::message::StreamEvent;
 
 /// The bytes of earlier output each scope keeps for a match to span deltas.
@@ -48,6 +48,8 @@ struct ScopeSet {
     members: Vec<usize>,
     /// The longest match of any of them (`None`: unbounded, search the whole window).
     reach: Option<usize>,
+    /// The bytes their matches can end with: a delta without one is not searched.
+    ends: super::ends::EndBytes,
 }
 
 impl ScopeSet {
@@ -58,11 +60,12 @@ impl ScopeSet {
         let patterns = members.iter().map(|&i| conditions[i].as_str());
         let built = RegexSetBuilder::new(patterns)
             .size_limit(REGEX_SIZE_LIMIT.saturating_mul(members.len()))
-            .dfa_size_limit(REGEX_DFA_LIMIT.saturating_mul(members.len()))
+            .dfa_size_limit(group_dfa_limit(members.len()))
             .build();
         match built {
             Ok(set) => Some(ScopeSet {
                 set,
+                ends: super::ends::end_bytes(members.iter().map(|&i| conditions[i].as_str())),
                 members,
                 reach,
             }),
@@ -75,6 +78,10 @@ impl ScopeSet {
 
     /// The armed rules matching in `haystack` with a match that may end after `old_end`.
     fn matches(&self, haystack: &str, old_end: usize, armed: &[bool]) -> Vec<usize> {
+        // A new match ends in the delta, with one of its last bytes.
+        if !super::ends::may_end_in(&self.ends, &haystack.as_bytes()[old_end..]) {
+            return Vec::new();
+        }
         let mut start = match self.reach {
             Some(r) => old_end.saturating_sub(r),
             None => 0,
@@ -99,7 +106,8 @@ impl ScopeSet {
 struct Group {
     members: Vec<usize>,
     dfa: Option<StreamDfa>,
-    /// Whether the DFA may stop in a block (it has a Unicode `\b`, or it could not be built).
+    /// Whether the DFA may stop in a block (it has a Unicode `\b` or a bounded cache it may give
+    /// up on, or it could not be built).
     may_fall_back: bool,
     /// Split by reach: bounded conditions search only near the delta.
     sets: OnceLock<Vec<ScopeSet>>,
@@ -109,7 +117,7 @@ impl Group {
     fn new(rules: &[Rule], members: Vec<usize>) -> Group {
         let dfa = StreamDfa::build(rules, &members);
         Group {
-            may_fall_back: dfa.as_ref().is_none_or(StreamDfa::can_quit),
+            may_fall_back: dfa.as_ref().is_none_or(StreamDfa::may_stop),
             dfa,
             members,
             sets: OnceLock::new(),
@@ -415,6 +423,51 @@ mod tests {
         let big = "y".repeat(10 * WINDOW);
         w.check(&mut watch, &text(0, &big));
         assert!(watch.lanes[0].window.tail.capacity() <= 4 * WINDOW);
+    }
+
+    /// Many conditions share one bounded cache; a DFA that keeps clearing it gives up, and its
+    /// conditions are found in the window instead.
+    #[test]
+    fn many_conditions_share_a_bounded_cache_and_fall_back_when_it_thrashes() {
+        let n = 100;
+        let rules: Vec<Rule> = (0..n)
+            .map(|i| rule(&format!("r{i}"), &format!("a[ab]{{18}}c{i}z"), vec![]))
+            .collect();
+        let w = Watcher::new(&rules);
+        let dfa = w.scopes[0].groups[0].dfa.as_ref().expect("one DFA");
+        assert_eq!(dfa.cache_capacity(), crate::rules::GROUP_DFA_LIMIT);
+        assert!(
+            w.scopes[0].keep_window,
+            "a DFA that may give up keeps the window"
+        );
+        let mut watch = w.watch(vec![true; n]).unwrap();
+        // a/b text (xorshift): nearly every byte needs a new DFA state.
+        let mut x: u32 = 2463534242;
+        let mut gave_up = false;
+        for _ in 0..2048 {
+            let delta: String = (0..64)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    if x & 1 == 0 {
+                        'a'
+                    } else {
+                        'b'
+                    }
+                })
+                .collect();
+            // No `c` yet: nothing matches.
+            assert!(w.check(&mut watch, &text(0, &delta)).is_empty());
+            let cursor = watch.lanes[0].cursors[0].as_ref().unwrap();
+            if StreamDfa::stopped(cursor) {
+                gave_up = true;
+                break;
+            }
+        }
+        assert!(gave_up, "the thrashing DFA gives up within 128 KiB");
+        let hit = format!("a{}c7z", "b".repeat(18));
+        assert_eq!(w.check(&mut watch, &text(0, &hit)), vec![7]);
     }
 
     #[test]

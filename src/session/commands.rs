@@ -95,7 +95,7 @@ impl SessionLoop {
                 Ok(None)
             }
             Command::SetSessionName(p) => match clean_session_name(&p.name) {
-                Some(n) => {
+                Ok(n) => {
                     self.send(crate::protocol::Outbound::Show(
                         crate::protocol::Show::Title(n.clone()),
                     ));
@@ -103,7 +103,7 @@ impl SessionLoop {
                     self.state.name = Some(n);
                     saved.map(|_| None).map_err(ErrorValue::from)
                 }
-                None => Err("Session name cannot be empty".into()),
+                Err(e) => Err(e.into()),
             },
             Command::SwitchSession(p) => {
                 self.switch_session(std::path::Path::new(&p.session_path), p.cwd)

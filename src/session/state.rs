@@ -199,15 +199,29 @@ impl Session {
 
 pub use super::usage::estimate_tokens;
 
-/// Session names: trimmed, control characters turned into spaces, runs of spaces collapsed.
-pub fn clean_session_name(name: &str) -> Option<String> {
+/// The longest session name, in characters. The name is stored in the session file's header
+/// line, which listing reads up to a bound: a name this short keeps every session listable.
+pub const MAX_SESSION_NAME_CHARS: usize = 256;
+
+/// Session names: trimmed, control characters turned into spaces, runs of spaces collapsed; an
+/// empty or overlong result is refused with the error to answer.
+pub fn clean_session_name(name: &str) -> Result<String, String> {
     let replaced: String = name
         .trim()
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     let collapsed = replaced.split_whitespace().collect::<Vec<_>>().join(" ");
-    (!collapsed.is_empty()).then_some(collapsed)
+    if collapsed.is_empty() {
+        return Err("Session name cannot be empty".into());
+    }
+    let chars = collapsed.chars().count();
+    if chars > MAX_SESSION_NAME_CHARS {
+        return Err(format!(
+            "Session name is {chars} characters long; the limit is {MAX_SESSION_NAME_CHARS}"
+        ));
+    }
+    Ok(collapsed)
 }
 
 #[cfg(test)]
@@ -216,8 +230,11 @@ mod tests {
 
     #[test]
     fn session_names_are_cleaned() {
-        assert_eq!(clean_session_name("  a\tb\u{7}  c "), Some("a b c".into()));
-        assert_eq!(clean_session_name(" \u{1} "), None);
-        assert_eq!(clean_session_name(""), None);
+        assert_eq!(clean_session_name("  a\tb\u{7}  c "), Ok("a b c".into()));
+        assert!(clean_session_name(" \u{1} ").is_err());
+        assert!(clean_session_name("").is_err());
+        let longest = "é".repeat(MAX_SESSION_NAME_CHARS);
+        assert_eq!(clean_session_name(&longest), Ok(longest.clone()));
+        assert!(clean_session_name(&format!("{longest}x")).is_err());
     }
 }

@@ -45,6 +45,7 @@ impl SessionLoop {
             stream: false,
             confine,
             stderr: None,
+            output_limit: None,
             reply: self.bash_tx().into(),
         });
     }

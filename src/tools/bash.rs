@@ -85,6 +85,7 @@ impl Bash {
             stream: true,
             confine,
             stderr: None,
+            output_limit: None,
             reply: Reply::Deliver(Box::new(move |event| {
                 if let Some(step) = watch.on(event) {
                     deliver(step, watch.denied);
@@ -139,6 +140,7 @@ pub(super) fn run_waiting(
         stream: true,
         confine,
         stderr: None,
+        output_limit: None,
         reply: tx.into(),
     });
     let mut abort_sent = false;

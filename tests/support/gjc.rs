@@ -175,6 +175,8 @@ fn logged_wrapper() -> &'static Path {
             let ran = std::process::Command::new(&path)
                 .arg("--version")
                 .env("GJC_TEST_STDERR", "/dev/null")
+                // `--version` reads nothing, but no test run points gjc at the real home.
+                .env("GJC_CODING_AGENT_DIR", dir.path())
                 .output();
             match ran {
                 Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {

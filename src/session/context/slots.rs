@@ -133,8 +133,11 @@ impl Slots {
 mod tests {
     use super::*;
 
+    /// A user message with a fixed timestamp, so two made a millisecond apart compare equal.
     fn user(text: &str) -> AgentMessage {
-        AgentMessage::User(crate::protocol::message::UserMessage::new(text, &[]))
+        let mut message = crate::protocol::message::UserMessage::new(text, &[]);
+        message.timestamp = 0;
+        AgentMessage::User(message)
     }
 
     #[test]
