@@ -24,12 +24,21 @@ const POLICIES: [&str; 2] = ["danger-full-access", "workspace-write"];
 
 /// A gjc playing `turns` (when given) under `policy`, in its own folder.
 fn start(policy: &str, turns: Option<&Value>) -> (RpcClient, tempfile::TempDir) {
+    start_with(policy, turns, &[])
+}
+
+fn start_with(
+    policy: &str,
+    turns: Option<&Value>,
+    extra: &[&str],
+) -> (RpcClient, tempfile::TempDir) {
     let home = tempfile::tempdir().unwrap();
     let mut b = RpcClient::builder(gjc_bin())
         .env("GJC_CODING_AGENT_DIR", home.path())
         .env("GJC_TODO_REMINDERS", "0")
         .current_dir(home.path())
-        .args(["--sandbox", policy, "--no-session"]);
+        .args(["--sandbox", policy, "--no-session"])
+        .args(extra);
     if let Some(turns) = turns {
         let script = home.path().join("script.json");
         std::fs::write(&script, json!({ "turns": turns }).to_string()).unwrap();
@@ -105,11 +114,18 @@ fn main() {
         &mut big_full,
         &mut big_ws,
     );
-    let (mut true_full, mut true_ws) = (Vec::new(), Vec::new());
+    // With network granted there is no seccomp filter: the two rows apart show each part.
+    let (mut net, _h3) = start_with(POLICIES[1], None, &["--sandbox-network"]);
+    let (mut true_full, mut true_ws, mut true_net) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..300 {
         true_full.push(user_bash(&mut full, "true"));
         true_ws.push(user_bash(&mut ws, "true"));
+        true_net.push(user_bash(&mut net, "true"));
     }
+    println!(
+        "  workspace-write with network (Landlock only, no seccomp filter): {:.3} ms",
+        median(&mut true_net)
+    );
     let (f, w) = ratio_line(
         "user bash `true`, median of 300",
         "ms",
