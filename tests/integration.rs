@@ -26,6 +26,8 @@ mod framing;
 mod fuzz;
 /// Workflow gates: hashes, answer outcomes, the ask tool's gate, durability.
 mod gates;
+/// Workflow gates at their edges: answers after an abort, frame order, wide gate numbers.
+mod gates_races;
 /// Hostile input volumes: long lines, floods without reading, EOF behind a full queue.
 mod hardening_input;
 /// Spill files, escaped children, the parent watch, keys and crashes.
