@@ -4,6 +4,8 @@ mod support;
 
 /// `--mode acp`: the Agent Client Protocol over stdio.
 mod acp;
+/// The unattended audit trail: one numbered record per event.
+mod audit_trail;
 /// A host that stops reading stdout.
 mod backpressure;
 /// Compaction, manual and automatic.
