@@ -4,6 +4,8 @@ mod support;
 
 /// `--mode acp`: the Agent Client Protocol over stdio.
 mod acp;
+/// The unattended audit trail: one numbered record per event.
+mod audit_trail;
 /// A host that stops reading stdout.
 mod backpressure;
 /// Compaction, manual and automatic.
@@ -26,6 +28,8 @@ mod framing;
 mod fuzz;
 /// Workflow gates: hashes, answer outcomes, the ask tool's gate, durability.
 mod gates;
+/// Workflow gates at their edges: answers after an abort, frame order, wide gate numbers.
+mod gates_races;
 /// Hostile input volumes: long lines, floods without reading, EOF behind a full queue.
 mod hardening_input;
 /// Spill files, escaped children, the parent watch, keys and crashes.

@@ -228,7 +228,7 @@ fn denied_commands_have_no_side_effect() {
     let end = agent_end(&g.run_events());
     assert_eq!(end["outcome"], "error");
 
-    // The audit trail: under the agent dir, private, each denial once.
+    // The audit trail: under the agent dir, private, each denial recorded, repeats too.
     let r = g.request(json!({"type": "get_state"}));
     assert_eq!(refusal(&r).0, "scope_denied");
     let files = audit_files(&g);
@@ -246,9 +246,10 @@ fn denied_commands_have_no_side_effect() {
             "action_denied",
             "action_denied",
             "action_denied",
-            "action_denied"
+            "action_denied",
+            "scope_denied"
         ],
-        "the second get_state denial is the same event and recorded once"
+        "the second get_state denial is another attempt, recorded as such"
     );
     let negotiated = &records[0];
     assert_eq!(negotiated["outcome"], "accepted");

@@ -1,25 +1,25 @@
 //! The unattended audit trail: append-only JSONL in the session's folder under the agent dir
 //! (`<session dir>/audit/unattended/<run id>.jsonl`, never in the user's project), one record per
-//! line, each append followed by fsync. A record is written at most once per dedupe key, also
-//! across restarts (keys are read back from the file when it is opened). Answers are never
-//! stored, only their canonical hash; shell command text is scrubbed of known keys.
+//! line, each append followed by fsync. Every event is one record, with the next number of the
+//! trail's sequence (`seq`, 1-based): nothing is deduplicated by content, since two identical
+//! denials are two attempts. The sequence goes on across restarts (the trail is read back when
+//! it is opened), so `seq`, `event_id` and `dedupe_key` each name one event for good. Answers are
+//! never stored, only their canonical hash; shell command text is scrubbed of known keys.
 //!
 //! The run id names the file, so it must match [`crate::ids::is_valid_id`]; the `audit` and
 //! `unattended` folders must be real folders and the trail a regular file, not a link: records
 //! are never appended anywhere a planted link points (the open fails and negotiation says why).
 
-use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 
 use super::canonical;
 
-/// One event to record; the trail adds ids, times, the outcome and the dedupe key.
+/// One event to record; the trail adds the sequence number, ids, times and the outcome.
 #[derive(Debug, Default, Clone)]
 pub struct AuditEvent<'a> {
     pub event: &'static str,
@@ -38,12 +38,11 @@ pub struct Audit {
     path: PathBuf,
     file: File,
     run_id: String,
-    /// SHA-256 of every dedupe key written (32 bytes each, whatever the key's length).
-    seen: HashSet<[u8; 32]>,
-    counter: u64,
+    /// The last sequence number given to an event (0: none yet).
+    seq: u64,
 }
 
-/// `ae_<base36 ms>_<base36 counter>`.
+/// `ae_<base36 ms>_<base36 seq>`.
 fn base36(mut n: u64) -> String {
     const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
     let mut out = Vec::new();
@@ -95,10 +94,6 @@ pub fn outcome(event: &str) -> &'static str {
     }
 }
 
-fn key_digest(key: &str) -> [u8; 32] {
-    Sha256::digest(key.as_bytes()).into()
-}
-
 impl Audit {
     /// `<session dir>/audit/unattended/<run id>.jsonl`, or why `run_id` cannot name it.
     pub fn path_for(session_dir: &Path, run_id: &str) -> Result<PathBuf, String> {
@@ -114,9 +109,9 @@ impl Audit {
         crate::ids::join_id(&dir, &file_name(run_id), ".jsonl")
     }
 
-    /// Opens (creating if needed) the trail of `run_id`, reading back the keys already written.
-    /// A line that is not a JSON object with a `dedupe_key` fails the open: a trail that cannot
-    /// be read cannot promise exactly-once.
+    /// Opens (creating if needed) the trail of `run_id`, reading it back to continue its
+    /// sequence. A line that is not a record fails the open: a trail that cannot be read whole
+    /// cannot say which number comes next.
     pub fn open(session_dir: &Path, run_id: &str) -> Result<Audit, String> {
         let path = Audit::path_for(session_dir, run_id)?;
         let dir = crate::fs::dirs::real_dir(session_dir, &FOLDERS).map_err(|e| {
@@ -126,7 +121,7 @@ impl Audit {
             )
         })?;
         let file = open_trail(&path, true)?;
-        let seen = read_keys(&file, &path)?;
+        let seq = last_seq(&file, &path)?;
         // The new file's name must survive a crash too.
         if let Ok(d) = File::open(&dir) {
             let _ = d.sync_all();
@@ -135,8 +130,7 @@ impl Audit {
             path,
             file,
             run_id: run_id.to_string(),
-            counter: seen.len() as u64,
-            seen,
+            seq,
         })
     }
 
@@ -144,13 +138,14 @@ impl Audit {
         &self.path
     }
 
-    /// Appends the event unless an identical one was recorded; `Ok(false)` for a duplicate.
+    /// Appends the event as the next record of the sequence and returns its number. The number
+    /// is spent even when the write fails, so none is ever given to two events.
     pub fn record(
         &mut self,
         ev: AuditEvent<'_>,
         session_id: &str,
         actor: Option<&str>,
-    ) -> Result<bool, String> {
+    ) -> Result<u64, String> {
         let mut payload = Map::new();
         let mut put = |k: &str, v: Option<Value>| {
             if let Some(v) = v {
@@ -175,27 +170,22 @@ impl Audit {
             ev.answer.map(|a| Value::from(canonical::hash(a))),
         );
         put("error", ev.error);
-        let payload = Value::Object(payload);
-        let key = format!(
-            "{}:{}:{}",
-            ev.event,
-            ev.gate_id.unwrap_or("run"),
-            canonical::canonical(&payload)
-        );
-        let digest = key_digest(&key);
-        if self.seen.contains(&digest) {
-            return Ok(false);
-        }
-        self.counter += 1;
+        let seq = self
+            .seq
+            .checked_add(1)
+            .ok_or("the audit sequence is exhausted")?;
+        self.seq = seq;
         let now = crate::ids::now_ms();
-        let Value::Object(mut record) = payload else {
-            unreachable!("built as an object")
-        };
+        let mut record = payload;
+        record.insert("seq".into(), json!(seq));
         record.insert(
             "event_id".into(),
-            json!(format!("ae_{}_{}", base36(now), base36(self.counter))),
+            json!(format!("ae_{}_{}", base36(now), base36(seq))),
         );
         record.insert("timestamp".into(), json!(crate::ids::iso_from_ms(now)));
+        // Unique per event: a reader that meets the record twice (a retried copy of the trail)
+        // can drop the copy, and two events that look the same stay two.
+        let key = format!("{}:{}:{seq}", ev.event, ev.gate_id.unwrap_or("run"));
         record.insert("dedupe_key".into(), json!(key));
         let mut line = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
         line.push(b'\n');
@@ -203,25 +193,36 @@ impl Audit {
             .write_all(&line)
             .and_then(|_| self.file.sync_data())
             .map_err(|e| format!("cannot append to {}: {e}", self.path.display()))?;
-        self.seen.insert(digest);
-        Ok(true)
+        Ok(seq)
     }
 }
 
-fn read_keys(file: &File, path: &Path) -> Result<HashSet<[u8; 32]>, String> {
+/// The last sequence number of a trail: its records' highest `seq`, and at least their count
+/// (records written before `seq` existed each took a number). A record without an `event`, or
+/// whose `seq` is not a positive integer, fails the read.
+fn last_seq(file: &File, path: &Path) -> Result<u64, String> {
     let records = parse_records(BufReader::new(file), path)?;
-    let mut seen = HashSet::new();
+    let mut last = records.len() as u64;
     for (n, r) in records.iter().enumerate() {
-        let key = r.get("dedupe_key").and_then(Value::as_str).ok_or_else(|| {
+        let corrupt = |what: &str| {
             format!(
-                "audit trail {} is corrupt at record {}: no dedupe_key",
+                "audit trail {} is corrupt at record {}: {what}",
                 path.display(),
                 n + 1
             )
-        })?;
-        seen.insert(key_digest(key));
+        };
+        if !r.get("event").is_some_and(Value::is_string) {
+            return Err(corrupt("no event"));
+        }
+        match r.get("seq") {
+            None => {}
+            Some(v) => match v.as_u64().filter(|s| *s > 0) {
+                Some(seq) => last = last.max(seq),
+                None => return Err(corrupt("seq is not a positive integer")),
+            },
+        }
     }
-    Ok(seen)
+    Ok(last)
 }
 
 /// Every record of a trail. A line that is not a JSON object fails the whole read: a trail
@@ -284,7 +285,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn records_once_and_never_the_answer() {
+    fn every_event_is_one_record_and_never_the_answer() {
         let dir = tempfile::tempdir().unwrap();
         let mut audit = Audit::open(dir.path(), "run:1").unwrap();
         assert!(audit.path().ends_with("audit/unattended/run_1.jsonl"));
@@ -295,30 +296,60 @@ mod tests {
             answer: Some(&answer),
             ..Default::default()
         };
-        assert!(audit.record(ev.clone(), "s1", Some("ci")).unwrap());
-        assert!(!audit.record(ev.clone(), "s1", Some("ci")).unwrap());
+        // The same event twice is two attempts: two records, numbered in order.
+        assert_eq!(audit.record(ev.clone(), "s1", Some("ci")).unwrap(), 1);
+        assert_eq!(audit.record(ev.clone(), "s1", Some("ci")).unwrap(), 2);
         drop(audit);
-        // Reopened: the keys are read back, the duplicate is still refused.
+        // Reopened: the sequence goes on where it stopped.
         let mut audit = Audit::open(dir.path(), "run:1").unwrap();
-        assert!(!audit.record(ev, "s1", Some("ci")).unwrap());
+        assert_eq!(audit.record(ev, "s1", Some("ci")).unwrap(), 3);
         let denied = AuditEvent {
             event: "scope_denied",
             scope: Some("bash"),
             ..Default::default()
         };
-        assert!(audit.record(denied, "s1", None).unwrap());
+        assert_eq!(audit.record(denied, "s1", None).unwrap(), 4);
         let path = audit.path().to_path_buf();
         let records = records(&path).unwrap();
-        assert_eq!(records.len(), 2);
+        let seqs: Vec<u64> = records.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+        assert_eq!(seqs, [1, 2, 3, 4]);
+        let keys: std::collections::HashSet<&str> = records
+            .iter()
+            .map(|r| r["dedupe_key"].as_str().unwrap())
+            .collect();
+        assert_eq!(keys.len(), 4, "one key per event");
+        let ids: std::collections::HashSet<&str> = records
+            .iter()
+            .map(|r| r["event_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids.len(), 4, "one id per event");
         assert_eq!(records[0]["outcome"], "accepted");
         assert_eq!(records[0]["answer_hash"], canonical::hash(&answer));
-        assert_eq!(records[1]["outcome"], "denied");
-        assert!(records[1]["event_id"].as_str().unwrap().starts_with("ae_"));
+        assert_eq!(records[3]["outcome"], "denied");
+        assert!(records[3]["event_id"].as_str().unwrap().starts_with("ae_"));
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(!text.contains("hunter2"));
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_trail_without_numbers_is_continued_after_its_last_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Audit::path_for(dir.path(), "r").unwrap();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let old = "{\"event\":\"scope_denied\",\"dedupe_key\":\"a\"}\n";
+        std::fs::write(&path, old.repeat(3)).unwrap();
+        let mut audit = Audit::open(dir.path(), "r").unwrap();
+        let ev = AuditEvent {
+            event: "unattended_negotiated",
+            ..Default::default()
+        };
+        assert_eq!(audit.record(ev, "s", None).unwrap(), 4);
+        std::fs::write(&path, "{\"event\":\"x\",\"seq\":0}\n").unwrap();
+        let err = Audit::open(dir.path(), "r").err().unwrap();
+        assert!(err.contains("seq is not a positive integer"), "{err}");
     }
 
     #[test]

@@ -138,7 +138,7 @@ impl Plane {
         })
     }
 
-    /// Records an event in the audit trail (once per dedupe key). A failed write is kept for
+    /// Records an event in the audit trail (one record per event, numbered). A failed write is kept for
     /// `get_state` and logged; the command goes on.
     pub fn audit(&mut self, ev: AuditEvent<'_>, session_id: &str) {
         let Some(a) = &mut self.active else { return };

@@ -32,7 +32,15 @@ pub struct Broker {
     store: GateStore,
     session_id: String,
     /// The live continuation of each gate this process opened and still waits on.
-    waiters: HashMap<String, Sender<Value>>,
+    waiters: HashMap<String, Waiter>,
+}
+
+/// Who waits on a gate: the channel its answer goes to, and the tool call that opened it (an
+/// abort withdraws that call's gates at once, see [`Broker::withdraw_owned`]).
+#[derive(Debug)]
+pub struct Waiter {
+    pub answer: Sender<Value>,
+    pub owner: String,
 }
 
 fn err(code: &'static str, message: String) -> TypedError {
@@ -79,7 +87,7 @@ impl Broker {
     pub fn open(
         &mut self,
         spec: GateSpec,
-        waiter: Option<Sender<Value>>,
+        waiter: Option<Waiter>,
     ) -> Result<WorkflowGate, TypedError> {
         if !STAGES.contains(&spec.stage.as_str()) {
             let m = format!("stage \"{}\" is not a v1 workflow stage", spec.stage);
@@ -98,8 +106,12 @@ impl Broker {
                 .counters
                 .entry(spec.stage.clone())
                 .or_insert(0);
-            *c += 1;
-            *c
+            let Some(next) = c.checked_add(1) else {
+                let m = format!("the {} gate counter is exhausted", spec.stage);
+                return Err(err("gate_store_unavailable", m));
+            };
+            *c = next;
+            next
         };
         let gate = WorkflowGate {
             gate_id: format!("wg_{}_{}_{seq:06}", run8(&self.session_id), spec.stage),
@@ -240,7 +252,7 @@ impl Broker {
         let delivered = self
             .waiters
             .remove(gate_id)
-            .is_some_and(|w| w.send(answer.clone()).is_ok());
+            .is_some_and(|w| w.answer.send(answer.clone()).is_ok());
         let Some(record) = self.store.data.gates.get_mut(gate_id) else {
             return;
         };
@@ -304,6 +316,23 @@ impl Broker {
                 self.save_or_log(gate_id);
             }
         }
+    }
+
+    /// The call `owner` was aborted: every gate it still waits on is withdrawn now, before the
+    /// run's end is told, so an answer after `agent_end` is `unknown_gate` rather than accepted
+    /// and applied nowhere. Returns the gates withdrawn.
+    pub fn withdraw_owned(&mut self, owner: &str) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .waiters
+            .iter()
+            .filter(|(_, w)| w.owner == owner)
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        for id in &ids {
+            self.withdraw(id);
+        }
+        ids
     }
 
     fn save_or_log(&self, gate_id: &str) {
@@ -401,6 +430,20 @@ mod tests {
         assert_eq!(run8("ab-c"), "abc");
     }
 
+    #[test]
+    fn ids_past_six_digits_grow_wider_and_a_spent_counter_issues_nothing() {
+        let (mut b, _) = Broker::load(None, "abcd1234");
+        b.store.data.counters.insert("ralplan".into(), 999_999);
+        assert_eq!(
+            b.open(spec("ralplan"), None).unwrap().gate_id,
+            "wg_abcd1234_ralplan_1000000"
+        );
+        b.store.data.counters.insert("ralplan".into(), u64::MAX);
+        let e = b.open(spec("ralplan"), None).unwrap_err();
+        assert_eq!(e.code, "gate_store_unavailable");
+        assert_eq!(b.pending_ids(), vec!["wg_abcd1234_ralplan_1000000"]);
+    }
+
     /// Answers `{decision}` with `key`, nothing waiting.
     fn decide(
         b: &mut Broker,
@@ -448,7 +491,11 @@ mod tests {
     fn a_waiter_gets_the_answer_and_withdrawn_gates_are_unknown() {
         let (mut b, _) = Broker::load(None, "s");
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let id = b.open(spec("ralplan"), Some(tx)).unwrap().gate_id;
+        let waiter = Waiter {
+            answer: tx,
+            owner: "1/tc1".into(),
+        };
+        let id = b.open(spec("ralplan"), Some(waiter)).unwrap().gate_id;
         b.respond(&id, json!({"decision": "reject"}), None, &mut |_, _| {
             panic!("a waiter exists")
         })
@@ -470,6 +517,30 @@ mod tests {
                 .code,
             "already_resolved"
         );
+    }
+
+    #[test]
+    fn an_aborted_call_withdraws_only_its_own_gates() {
+        let (mut b, _) = Broker::load(None, "s");
+        let mut keep = Vec::new();
+        let mut open = |b: &mut Broker, owner: &str| {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            keep.push(rx);
+            let waiter = Waiter {
+                answer: tx,
+                owner: owner.into(),
+            };
+            b.open(spec("ralplan"), Some(waiter)).unwrap().gate_id
+        };
+        let mine = [open(&mut b, "2/tc1"), open(&mut b, "2/tc1")];
+        let other = open(&mut b, "1/tc1");
+        assert_eq!(b.withdraw_owned("2/tc1"), mine.to_vec());
+        assert_eq!(b.pending_ids(), vec![other]);
+        for id in &mine {
+            let e = decide(&mut b, id, "approve", None).unwrap_err();
+            assert_eq!(e.code, "unknown_gate");
+        }
+        assert!(b.withdraw_owned("2/tc1").is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@ pub mod canonical;
 pub mod schema;
 pub mod store;
 
-pub use broker::{Broker, GateSpec};
+pub use broker::{Broker, GateSpec, Waiter};
 
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;

@@ -121,7 +121,8 @@ impl GateStore {
             }
         };
         match serde_json::from_slice::<StoreFile>(&bytes) {
-            Ok(data) => {
+            Ok(mut data) => {
+                reconcile(&mut data);
                 store.data = data;
                 (store, None)
             }
@@ -175,18 +176,49 @@ impl GateStore {
     }
 }
 
-/// The highest sequence number per stage among the gate ids found in `text`.
+/// The highest sequence number per stage among the gate ids found in `text`, and in what is
+/// legible of its `counters` object. The counter is zero-padded to six digits but may be
+/// wider, so every digit is read: reading only six would put a counter past 999,999 back to a
+/// number already issued.
 fn salvage_counters(text: &str) -> BTreeMap<String, u64> {
     let mut counters = BTreeMap::new();
-    let re =
-        regex::Regex::new(r"wg_[A-Za-z0-9]{1,8}_(deep-interview|ralplan|ultragoal)_([0-9]{6})")
-            .expect("a valid pattern");
-    for c in re.captures_iter(text) {
-        let seq: u64 = c[2].parse().unwrap_or(0);
-        let entry = counters.entry(c[1].to_string()).or_insert(0);
-        *entry = (*entry).max(seq);
+    let ids = regex::Regex::new(r"wg_[A-Za-z0-9]{1,8}_(deep-interview|ralplan|ultragoal)_([0-9]+)")
+        .expect("a valid pattern");
+    let counted = regex::Regex::new(r#""(deep-interview|ralplan|ultragoal)"\s*:\s*([0-9]+)"#)
+        .expect("a valid pattern");
+    let found = ids.captures_iter(text).chain(counted.captures_iter(text));
+    for c in found {
+        // Too many digits for a counter: the stage is spent, nothing below it may be issued.
+        let seq: u64 = c[2].parse().unwrap_or(u64::MAX);
+        raise(&mut counters, &c[1], seq);
     }
     counters
+}
+
+/// Keeps the larger of the stage's counter and `seq`.
+fn raise(counters: &mut BTreeMap<String, u64>, stage: &str, seq: u64) {
+    let entry = counters.entry(stage.to_string()).or_insert(0);
+    *entry = (*entry).max(seq);
+}
+
+/// The sequence number a gate id ends with, every digit of it.
+pub fn seq_of(gate_id: &str) -> Option<(&str, u64)> {
+    let (rest, digits) = gate_id.rsplit_once('_')?;
+    let stage = rest.strip_prefix("wg_")?.split_once('_')?.1;
+    Some((stage, digits.parse().ok()?))
+}
+
+/// A store whose counters lag behind its own gate ids (edited, or written by an older
+/// version) still never issues an id twice: each counter is at least the highest it issued.
+fn reconcile(data: &mut StoreFile) {
+    let seen: Vec<(String, u64)> = data
+        .gates
+        .keys()
+        .filter_map(|id| seq_of(id).map(|(stage, seq)| (stage.to_string(), seq)))
+        .collect();
+    for (stage, seq) in seen {
+        raise(&mut data.counters, &stage, seq);
+    }
 }
 
 #[cfg(test)]
@@ -220,6 +252,56 @@ mod tests {
         assert!(!path.exists());
         let aside: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
         assert_eq!(aside.len(), 1);
+    }
+
+    #[test]
+    fn counters_wider_than_six_digits_are_salvaged_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = GateStore::path_for(tmp.path(), "s1").unwrap();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let text = "{\"counters\": {\"ultragoal\": 2000000, \"ralplan\": 12}, \"gates\": {\"wg_abcd1234_ralplan_1234567\": {\"gate\": {\"gate_id\": \"wg_abcd1234_deep-interview_99999999999999999999999\", tru";
+        std::fs::write(&path, text).unwrap();
+        let (store, notice) = GateStore::load(path);
+        assert!(notice.unwrap().contains("corrupt"));
+        let c = &store.data.counters;
+        assert_eq!(c["ralplan"], 1_234_567);
+        assert_eq!(c["ultragoal"], 2_000_000);
+        assert_eq!(c["deep-interview"], u64::MAX, "too wide to count: spent");
+    }
+
+    #[test]
+    fn counters_behind_their_own_gate_ids_catch_up_on_load() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = GateStore::path_for(tmp.path(), "s1").unwrap();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let (mut store, _) = GateStore::load(path.clone());
+        store.data.counters.insert("ralplan".into(), 3);
+        let gate: WorkflowGate = serde_json::from_value(serde_json::json!({
+            "gate_id": "wg_abcd1234_ralplan_1000000", "stage": "ralplan", "kind": "approval",
+            "schema": {"type": "object"}, "schema_hash": "00", "context": {},
+            "created_at": "2026-01-01T00:00:00.000Z", "required": true}))
+        .unwrap();
+        let record = Record {
+            gate,
+            status: Status::Pending,
+            idempotency_key: None,
+            response_hash: None,
+            answer: None,
+            resolution: None,
+            advanced: false,
+            origin: None,
+        };
+        store
+            .data
+            .gates
+            .insert("wg_abcd1234_ralplan_1000000".into(), record);
+        store.save().unwrap();
+        let (back, _) = GateStore::load(path);
+        assert_eq!(back.data.counters["ralplan"], 1_000_000);
+        assert_eq!(
+            seq_of("wg_abcd1234_deep-interview_000042"),
+            Some(("deep-interview", 42))
+        );
     }
 
     #[test]

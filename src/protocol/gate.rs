@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 /// `workflow_gate_response` (or, for `ask` questions in attended mode, through the UI dialog).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkflowGate {
-    /// `wg_<run8>_<stage>_<NNNNNN>`.
+    /// `wg_<run8>_<stage>_<NNNNNN>`: the per-stage counter, zero-padded to six digits, wider
+    /// once past 999,999.
     pub gate_id: String,
     /// `deep-interview`, `ralplan` or `ultragoal`.
     pub stage: String,

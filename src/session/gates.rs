@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::SessionLoop;
 use crate::control::AuditEvent;
-use crate::gates::{Broker, GateRequest, OpenWhat, Opened};
+use crate::gates::{Broker, GateRequest, OpenWhat, Opened, Waiter};
 use crate::protocol::command::WorkflowGateResponseParams;
 use crate::protocol::gate::{PendingGates, WorkflowGate};
 use crate::protocol::message::{AgentMessage, UserMessage};
@@ -77,13 +77,18 @@ impl SessionLoop {
         }
     }
 
-    /// A request from the running tool call. Only an `Open` needs the call to be current;
-    /// withdrawals of an abandoned call still reach the broker.
-    pub(super) fn on_gate_request(&mut self, current: bool, request: GateRequest) {
+    /// A request from a tool call; `current`: the owner of the running call, when it comes from
+    /// it. Only an `Open` needs the call to be current; withdrawals of an abandoned call still
+    /// reach the broker.
+    pub(super) fn on_gate_request(&mut self, current: Option<String>, request: GateRequest) {
         match request {
             GateRequest::Open { what, reply } => {
-                if current {
-                    let _ = reply.send(self.open_gate(what));
+                if let Some(owner) = current {
+                    let opened = self.open_gate(what, owner);
+                    // The gate frame goes out before the call learns of its gate: a dialog the
+                    // call shows next is written by the host thread, which must come after it.
+                    self.flush_out();
+                    let _ = reply.send(opened);
                 }
             }
             GateRequest::ResolvedElsewhere { gate_id, answer } => {
@@ -103,8 +108,16 @@ impl SessionLoop {
         }
     }
 
-    /// Persists the gate, then writes its frame.
-    fn open_gate(&mut self, what: OpenWhat) -> Result<Opened, String> {
+    /// The running call `owner` is being aborted: its gates are withdrawn now, before the run's
+    /// `agent_end` is written, not when its thread gets round to it.
+    pub(super) fn withdraw_gates_of(&mut self, owner: &str) {
+        let mut broker = self.take_broker();
+        broker.withdraw_owned(owner);
+        self.put_broker(broker);
+    }
+
+    /// Persists the gate, then queues its frame.
+    fn open_gate(&mut self, what: OpenWhat, owner: String) -> Result<Opened, String> {
         let spec = match what {
             OpenWhat::Question(spec) => spec,
             OpenWhat::Decision { title, summary } => self
@@ -118,7 +131,7 @@ impl SessionLoop {
         };
         let (tx, rx) = crossbeam_channel::bounded(1);
         let mut broker = self.take_broker();
-        let opened = broker.open(spec, Some(tx));
+        let opened = broker.open(spec, Some(Waiter { answer: tx, owner }));
         self.put_broker(broker);
         let gate = opened.map_err(|e| format!("{}: {}", e.code, e.message))?;
         let gate_id = gate.gate_id.clone();

@@ -425,6 +425,8 @@ impl SessionLoop {
                     if let Some(withdraw) = handle.cancel() {
                         self.send(withdraw);
                     }
+                    let generation = self.run.as_ref().map_or(0, |r| r.generation);
+                    self.withdraw_gates_of(&super::tool_calls::gate_owner(generation, &call.id));
                     self.bash.abort(JobOwner::Tool(call.id.clone()));
                     results.push(self.tool_result(&call, ToolOutput::error(ABORTED)));
                 }

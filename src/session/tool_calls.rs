@@ -155,7 +155,8 @@ impl SessionLoop {
                 r.generation == msg.generation
                     && matches!(&r.phase, Phase::Tools { running: Some((c, _)), .. } if c.id == msg.call_id)
             });
-            return self.on_gate_request(current, request);
+            let owner = gate_owner(msg.generation, &msg.call_id);
+            return self.on_gate_request(current.then_some(owner), request);
         }
         let Some(run) = &mut self.run else { return };
         let Phase::Tools {
@@ -294,4 +295,9 @@ impl SessionLoop {
             crate::protocol::Show::Todos(todos),
         ));
     }
+}
+
+/// Who owns the gates a tool call opens: the call in its run (a model may reuse a call id).
+pub(super) fn gate_owner(generation: u64, call_id: &str) -> String {
+    format!("{generation}/{call_id}")
 }
