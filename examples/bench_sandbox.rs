@@ -86,14 +86,20 @@ fn ratio_line(what: &str, unit: &str, full: &mut [f64], confined: &mut [f64]) ->
 }
 
 fn main() {
-    // The tool loop, five runs a policy, alternating.
+    // The tool loop, six runs a policy.
     let (mut loop_full, mut loop_ws) = (Vec::new(), Vec::new());
-    for _ in 0..5 {
-        loop_full.push(tool_loop(POLICIES[0]));
-        loop_ws.push(tool_loop(POLICIES[1]));
+    // Alternating which goes first (ABBA), so neither side always runs on a warmer machine.
+    for round in 0..6 {
+        if round % 2 == 0 {
+            loop_full.push(tool_loop(POLICIES[0]));
+            loop_ws.push(tool_loop(POLICIES[1]));
+        } else {
+            loop_ws.push(tool_loop(POLICIES[1]));
+            loop_full.push(tool_loop(POLICIES[0]));
+        }
     }
     ratio_line(
-        &format!("echo hi tool loop, {TURNS} iterations, per iteration, median of 5"),
+        &format!("echo hi tool loop, {TURNS} iterations, per iteration, median of 6"),
         "ms",
         &mut loop_full,
         &mut loop_ws,
@@ -104,12 +110,17 @@ fn main() {
     let (mut ws, _h2) = start(POLICIES[1], None);
     let big = format!("yes 'the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnopqrstuv' | head -c {BYTES}");
     let (mut big_full, mut big_ws) = (Vec::new(), Vec::new());
-    for _ in 0..9 {
-        big_full.push(user_bash(&mut full, &big));
-        big_ws.push(user_bash(&mut ws, &big));
+    for round in 0..10 {
+        if round % 2 == 0 {
+            big_full.push(user_bash(&mut full, &big));
+            big_ws.push(user_bash(&mut ws, &big));
+        } else {
+            big_ws.push(user_bash(&mut ws, &big));
+            big_full.push(user_bash(&mut full, &big));
+        }
     }
     ratio_line(
-        "user bash printing 50 MB, median of 9",
+        "user bash printing 50 MB, median of 10",
         "ms",
         &mut big_full,
         &mut big_ws,
