@@ -247,17 +247,24 @@ impl Sandbox {
     /// What `get_state` reports.
     pub fn state(&mut self) -> SandboxState {
         let effective = self.effective();
-        let commands = self.commands();
-        let error = match &commands.launch {
-            Launch::Refused(e) => Some(e.to_string()),
-            _ => None,
+        // Without a sandbox there is nothing to prepare (the first `get_state` stays as cheap
+        // as before); with one, what commands get is what is reported.
+        let (error, roots) = match effective.mode {
+            SandboxMode::DangerFullAccess => (None, None),
+            _ => {
+                let commands = self.commands();
+                let error = match &commands.launch {
+                    Launch::Refused(e) => Some(e.to_string()),
+                    _ => None,
+                };
+                (error, commands.write_roots)
+            }
         };
         SandboxState {
             policy: self.policy.mode,
             effective: effective.mode,
             network: effective.network,
-            writable_roots: commands
-                .write_roots
+            writable_roots: roots
                 .iter()
                 .flat_map(|roots| roots.iter())
                 .map(|r| r.display().to_string())

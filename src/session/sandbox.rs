@@ -13,7 +13,17 @@ impl SessionLoop {
     /// How commands start now: the host's policy, narrowed by a workflow stage still waiting for
     /// its gate, plan mode and the unattended declaration, for the session's current cwd.
     pub(super) fn sandbox_commands(&mut self) -> Commands {
-        let limits = Limits {
+        self.sandbox.set_limits(self.sandbox_limits());
+        self.sandbox.set_cwd(&self.state.cwd);
+        let commands = self.sandbox.commands();
+        if let Some(hooks) = &self.hooks {
+            hooks.set_launch(commands.launch.clone());
+        }
+        commands
+    }
+
+    fn sandbox_limits(&self) -> Limits {
+        Limits {
             stage: self
                 .state
                 .workflow
@@ -22,14 +32,7 @@ impl SessionLoop {
                 .is_some_and(|s| !s.cleared),
             plan: self.tool_policy.read_only,
             unattended: self.unattended.sandbox_limit(),
-        };
-        self.sandbox.set_limits(limits);
-        self.sandbox.set_cwd(&self.state.cwd);
-        let commands = self.sandbox.commands();
-        if let Some(hooks) = &self.hooks {
-            hooks.set_launch(commands.launch.clone());
         }
-        commands
     }
 
     /// A call that asked the host to leave the sandbox is recorded, approved or not.
@@ -60,7 +63,8 @@ impl SessionLoop {
 
     /// `get_state.sandbox`.
     pub(super) fn sandbox_state(&mut self) -> SandboxState {
-        self.sandbox_commands();
+        self.sandbox.set_limits(self.sandbox_limits());
+        self.sandbox.set_cwd(&self.state.cwd);
         self.sandbox.state()
     }
 
