@@ -100,8 +100,14 @@ fn bad_authority_and_lane_are_refused_and_the_process_stays_up() {
             json!({"type": "checkpoint_for_handoff", "authority": authority, "lane": lane}),
         );
         assert_eq!(r["success"], false, "{authority} {lane}: {r}");
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("authority") || error.contains("lane"),
+            "the error names the field: {r}"
+        );
     }
-    g.ok(json!({"type": "get_state"}));
+    // The same process takes a well-formed request.
+    assert_eq!(checkpoint(&mut g, "main")["success"], true);
 }
 
 #[test]
@@ -174,5 +180,17 @@ fn receipt_then_another_process_continues_with_nothing_lost() {
     assert_eq!(
         texts,
         ["first", "one", "second", "two", "third", "three"].map(|t| json!(t))
+    );
+}
+
+/// A steering message sent before the first reply waits in memory for the next prompt: handing
+/// the session over then would lose it.
+#[test]
+fn queued_messages_block_the_checkpoint() {
+    let mut g = gjc().script(json!({"turns": [answer("a")]})).spawn();
+    g.ok(json!({"type": "steer", "message": "later"}));
+    refused_with(
+        &checkpoint(&mut g, "main"),
+        "busy: Session is not quiescent for handoff checkpoint: messages are queued",
     );
 }

@@ -319,11 +319,14 @@ pub struct HandoffAuthority {
     /// 64 lower-case hex digits.
     #[schemars(regex(pattern = r"^[0-9a-f]{64}$"))]
     pub incarnation_digest: String,
-    /// Positive integers, at most 2^53 - 1 (what every JSON reader holds exactly).
+    /// A positive integer, at most 2^53 - 1 (what every JSON reader holds exactly); so are the
+    /// other two.
     #[schemars(range(min = 1, max = 9_007_199_254_740_991u64))]
     pub epoch_revision: u64,
+    /// A positive integer, at most 2^53 - 1.
     #[schemars(range(min = 1, max = 9_007_199_254_740_991u64))]
     pub lease_id: u64,
+    /// A positive integer, at most 2^53 - 1.
     #[schemars(range(min = 1, max = 9_007_199_254_740_991u64))]
     pub deployment_generation: u64,
 }
