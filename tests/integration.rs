@@ -30,6 +30,8 @@ mod fuzz;
 mod gates;
 /// Workflow gates at their edges: answers after an abort, frame order, wide gate numbers.
 mod gates_races;
+/// `checkpoint_for_handoff`: refusals, the receipt, another process continuing the session.
+mod handoff;
 /// Hostile input volumes: long lines, floods without reading, EOF behind a full queue.
 mod hardening_input;
 /// Spill files, escaped children, the parent watch, keys and crashes.

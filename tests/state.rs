@@ -214,7 +214,6 @@ fn unavailable_commands_answer_a_typed_error() {
     let mut g = gjc().spawn();
     for cmd in [
         json!({"type": "handoff"}),
-        json!({"type": "checkpoint_for_handoff", "authority": {}, "lane": "main"}),
         json!({"type": "login", "providerId": "x"}),
     ] {
         let r = g.request(cmd.clone());

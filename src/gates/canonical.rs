@@ -19,7 +19,8 @@ pub fn hash(value: &Value) -> String {
     hex(&Sha256::digest(canonical(value).as_bytes()))
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -303,13 +303,50 @@ pub struct LoginParams {
     pub provider_id: String,
 }
 
-/// `checkpoint_for_handoff`: the lease the host holds and the lane to hand over.
+/// `checkpoint_for_handoff`: the lease the host holds and the lane to hand over. Both are echoed
+/// in the receipt and hashed into its completed marker.
 #[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct CheckpointParams {
-    #[serde(default)]
-    pub authority: Option<Value>,
-    #[serde(default)]
-    pub lane: Option<String>,
+    pub authority: HandoffAuthority,
+    pub lane: HandoffLane,
+}
+
+/// The orchestrator's lease. Exactly these four fields: the receipt must echo it unchanged, so a
+/// field gjc would drop is refused rather than ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HandoffAuthority {
+    /// 64 lower-case hex digits.
+    #[schemars(regex(pattern = r"^[0-9a-f]{64}$"))]
+    pub incarnation_digest: String,
+    /// A positive integer, at most 2^53 - 1 (what every JSON reader holds exactly); so are the
+    /// other two.
+    #[schemars(range(min = 1, max = 9_007_199_254_740_991u64))]
+    pub epoch_revision: u64,
+    /// A positive integer, at most 2^53 - 1.
+    #[schemars(range(min = 1, max = 9_007_199_254_740_991u64))]
+    pub lease_id: u64,
+    /// A positive integer, at most 2^53 - 1.
+    #[schemars(range(min = 1, max = 9_007_199_254_740_991u64))]
+    pub deployment_generation: u64,
+}
+
+/// Which lane of the orchestrator the session moves in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+pub enum HandoffLane {
+    #[serde(rename = "main")]
+    Main,
+    #[serde(rename = "self")]
+    Own,
+}
+
+impl HandoffLane {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandoffLane::Main => "main",
+            HandoffLane::Own => "self",
+        }
+    }
 }
 
 /// `trust_project`: whether a project's own files may run programs (its `.gjc/hooks.json`).

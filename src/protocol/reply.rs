@@ -389,6 +389,39 @@ pub struct UnattendedStatus {
     pub audit_error: Option<String>,
 }
 
+/// `checkpoint_for_handoff`: the receipt an orchestrator checks before it stops this process and
+/// lets another continue the session from `sessionFile`. Exactly these 13 fields.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CheckpointReceipt {
+    /// Always `1`.
+    #[schemars(range(min = 1, max = 1))]
+    pub protocol_version: u32,
+    /// The requested authority, unchanged.
+    pub authority: super::command::HandoffAuthority,
+    /// The requested lane, unchanged.
+    pub lane: super::command::HandoffLane,
+    /// Always `true`: nothing was running, queued or waiting when the file was synced.
+    pub clean_quiesced: bool,
+    /// Always `true`: the session file was written and fsynced before this reply.
+    pub transcript_fsynced: bool,
+    /// Lower-case hex SHA-256 of the canonical JSON of the completed marker (docs/protocol.md).
+    #[schemars(regex(pattern = r"^[0-9a-f]{64}$"))]
+    pub completed_marker_digest: String,
+    /// Lower-case hex SHA-256 of the session file's bytes after the fsync.
+    #[schemars(regex(pattern = r"^[0-9a-f]{64}$"))]
+    pub transcript_digest: String,
+    pub session_id: String,
+    /// The session file, an absolute path.
+    pub session_file: String,
+    pub provider: String,
+    pub model: String,
+    /// The thinking level after clamping to the model (never `inherit`).
+    pub thinking: &'static str,
+    /// The wire API the model is spoken through (`anthropic-messages`, `openai-completions`, ...).
+    pub model_profile: &'static str,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

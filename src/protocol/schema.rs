@@ -208,6 +208,7 @@ fn payload(gen: &mut SchemaGenerator, command: &str) -> Payload {
         "get_pending_workflow_gates" => gen.subschema_for::<super::gate::PendingGates>(),
         "negotiate_unattended" => gen.subschema_for::<UnattendedAccepted>(),
         "trust_project" => gen.subschema_for::<ProjectTrust>(),
+        "checkpoint_for_handoff" => gen.subschema_for::<CheckpointReceipt>(),
         // No payload for a model without thinking levels.
         "cycle_thinking_level" => return Payload::Maybe(gen.subschema_for::<ThinkingLevel>()),
         _ => return Payload::None,
@@ -432,6 +433,9 @@ mod tests {
                     let value = match field {
                         "enabled" | "confirmed" => json!(true),
                         "phases" | "tools" | "schemes" => json!([]),
+                        "authority" => json!({"incarnationDigest": "0".repeat(64),
+                            "epochRevision": 1, "leaseId": 1, "deploymentGeneration": 1}),
+                        "lane" => json!("main"),
                         _ => json!("x"),
                     };
                     line[field] = value;

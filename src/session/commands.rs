@@ -137,7 +137,11 @@ impl SessionLoop {
                 .trust_project(p.cwd.as_deref(), p.trusted)
                 .map_err(ErrorValue::from)
                 .and_then(|r| data(&r)),
-            Command::Handoff(_) | Command::CheckpointForHandoff(_) => Err(TypedError::not_supported(
+            Command::CheckpointForHandoff(p) => self
+                .checkpoint_for_handoff(p)
+                .map_err(ErrorValue::from)
+                .and_then(|r| data(&r)),
+            Command::Handoff(_) => Err(TypedError::not_supported(
                 name,
                 "this build has no session handoff",
             )

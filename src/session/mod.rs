@@ -10,6 +10,7 @@
 //! loop stops taking commands (the control lane still works) and merges streamed deltas into one
 //! held `message_update` until the writer catches up.
 
+pub mod checkpoint;
 pub mod commands;
 pub mod compaction;
 pub mod context;

@@ -5,6 +5,7 @@ pub mod contract;
 pub mod fake_provider;
 pub mod gjc;
 pub mod procfs;
+pub mod receipt;
 pub mod schemas;
 
 pub use fake_provider::{Chunk, FakeProvider, Reply};

@@ -191,6 +191,23 @@ impl Store {
         }
     }
 
+    /// Like `sync`, but creates the file if there is none yet and fails instead of carrying on:
+    /// a handoff checkpoint must not vouch for a file that lacks entries or is not on the disk.
+    pub fn sync_or_fail(&mut self) -> Result<(), String> {
+        self.ensure_on_disk()?;
+        self.flush()?;
+        // Entries given up after failed writes are missing from the file even when the queue
+        // is empty now; the error stays until a write succeeds.
+        if let Some(e) = &self.error {
+            return Err(format!("the session is not being saved: {e}"));
+        }
+        let file = self.file.as_ref().ok_or("the session file is not open")?;
+        file.sync_all()
+            .map_err(|e| format!("cannot sync the session file: {e}"))?;
+        self.tail.unsynced = false;
+        Ok(())
+    }
+
     /// Writes the queued lines. Saving stopping and resuming are each noted for the host once.
     fn flush(&mut self) -> Result<(), String> {
         if self.tail.pending.is_empty() {

@@ -9,10 +9,12 @@
 //! - `branch`: user messages and branching into a new file.
 //! - `list`: session folders and `list_sessions` summaries.
 //! - `taken`: the entry ids in use, so that new ones are unique.
+//! - `handoff`: the file synced with its folder and hashed, for a handoff checkpoint.
 
 mod append;
 mod branch;
 mod format;
+mod handoff;
 mod list;
 mod load;
 mod repair;
