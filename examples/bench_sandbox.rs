@@ -76,11 +76,20 @@ fn user_bash(c: &mut RpcClient, command: &str) -> f64 {
     ms(started.elapsed())
 }
 
+/// The medians side by side, their ratio, and the median of the runs' paired ratios (each
+/// workspace-write run over the danger-full-access run next to it), which a machine whose speed
+/// drifts during the benchmark disturbs less.
 fn ratio_line(what: &str, unit: &str, full: &mut [f64], confined: &mut [f64]) -> (f64, f64) {
+    let mut paired: Vec<f64> = full
+        .iter()
+        .zip(confined.iter())
+        .map(|(f, w)| w / f)
+        .collect();
     let (f, w) = (median(full), median(confined));
     println!(
-        "{what}: danger-full-access {f:.3} {unit}, workspace-write {w:.3} {unit} (ratio {:.3}x)",
-        w / f
+        "{what}: danger-full-access {f:.3} {unit}, workspace-write {w:.3} {unit} (ratio {:.3}x, paired {:.3}x)",
+        w / f,
+        median(&mut paired)
     );
     (f, w)
 }
@@ -110,7 +119,7 @@ fn main() {
     let (mut ws, _h2) = start(POLICIES[1], None);
     let big = format!("yes 'the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnopqrstuv' | head -c {BYTES}");
     let (mut big_full, mut big_ws) = (Vec::new(), Vec::new());
-    for round in 0..10 {
+    for round in 0..20 {
         if round % 2 == 0 {
             big_full.push(user_bash(&mut full, &big));
             big_ws.push(user_bash(&mut ws, &big));
@@ -120,7 +129,7 @@ fn main() {
         }
     }
     ratio_line(
-        "user bash printing 50 MB, median of 10",
+        "user bash printing 50 MB, median of 20",
         "ms",
         &mut big_full,
         &mut big_ws,
