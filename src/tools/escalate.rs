@@ -73,22 +73,27 @@ pub fn likely_denied(exit_code: Option<i32>, output: &str) -> bool {
     MARKERS.iter().any(|m| lower.contains(m))
 }
 
-/// Asks the host whether `command`, denied by the sandbox, may run again at `to`. No host, a
-/// refusal, a cancel: no.
-pub fn ask(ctx: &ToolContext, command: &str, to: &Escalation, denied: &ToolOutput) -> bool {
-    let Some(host) = &ctx.host else {
-        return false;
-    };
-    let tail: String = denied
+/// The text of an output's text blocks, joined by newlines.
+pub fn text_of(output: &ToolOutput) -> String {
+    let texts: Vec<&str> = output
         .content
         .iter()
         .filter_map(|c| match c {
             Content::Text { text, .. } => Some(text.as_str()),
             _ => None,
         })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let tail = tail_chars(&tail, 600);
+        .collect();
+    texts.join("\n")
+}
+
+/// Asks the host whether `command`, denied by the sandbox, may run again at `to`. No host, a
+/// refusal, a cancel: no.
+pub fn ask(ctx: &ToolContext, command: &str, to: &Escalation, denied: &ToolOutput) -> bool {
+    let Some(host) = &ctx.host else {
+        return false;
+    };
+    let text = text_of(denied);
+    let tail = tail_chars(&text, 600);
     let mut fields = Map::new();
     fields.insert(
         "title".into(),

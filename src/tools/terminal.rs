@@ -36,15 +36,8 @@ pub fn run(
     let output = run_there(host, command, timeout, ctx, launcher);
     let denied = confined.is_some() && output.is_error && {
         let code = output.details.as_ref().and_then(|d| d["exitCode"].as_i64());
-        let text: Vec<&str> = output
-            .content
-            .iter()
-            .filter_map(|c| match c {
-                crate::protocol::message::Content::Text { text, .. } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        super::escalate::likely_denied(code.map(|c| c as i32), &text.join("\n"))
+        let code = code.and_then(|c| i32::try_from(c).ok());
+        super::escalate::likely_denied(code, &super::escalate::text_of(&output))
     };
     (output, denied)
 }
