@@ -42,6 +42,9 @@ pub enum Origin {
     Threshold,
     /// The provider rejected the context as too long; retry the request after compacting.
     Overflow(Box<AssistantMessage>, bool),
+    /// `handoff`: the text is a handoff document that starts a new session (see `handoff.rs`);
+    /// the response goes to this request id.
+    Handoff(Option<Value>),
 }
 
 pub struct Compaction {
@@ -79,6 +82,15 @@ pub fn cut_point(messages: &[AgentMessage], keep: u64) -> Option<usize> {
 
 /// The summarisation request text: the older messages as a transcript, then the instructions.
 pub fn summary_prompt(messages: &[AgentMessage], custom: Option<&str>) -> String {
+    transcript_prompt(messages, INSTRUCTIONS, custom)
+}
+
+/// `messages` as a transcript, then `instructions` and the host's extra focus, if any.
+pub fn transcript_prompt(
+    messages: &[AgentMessage],
+    instructions: &str,
+    custom: Option<&str>,
+) -> String {
     let mut out = String::from("<conversation>\n");
     for m in messages {
         match m {
@@ -117,7 +129,7 @@ pub fn summary_prompt(messages: &[AgentMessage], custom: Option<&str>) -> String
         }
     }
     out.push_str("</conversation>\n\n");
-    out.push_str(INSTRUCTIONS);
+    out.push_str(instructions);
     if let Some(extra) = custom.filter(|c| !c.trim().is_empty()) {
         out.push_str(&format!("\n\nAdditional focus: {extra}"));
     }
@@ -174,22 +186,11 @@ impl SessionLoop {
             .unwrap_or(0);
         let prompt = summary_prompt(&self.state.messages.parsed()?[..cut], custom);
         self.before_compact_hooks(match origin {
-            Origin::Manual(_) => "manual",
+            Origin::Manual(_) | Origin::Handoff(_) => "manual",
             Origin::Threshold => "threshold",
             Origin::Overflow(..) => "overflow",
         });
-        let request = ProviderRequest {
-            model: model.clone(),
-            api_key,
-            system_prompt: SYSTEM.into(),
-            messages: vec![AgentMessage::User(UserMessage::new(&prompt, &[]))],
-            history: None,
-            tools: Arc::from([]),
-            thinking: "off",
-            session_id: self.state.id.clone(),
-            scripted: self.state.scripted(),
-        };
-        if !matches!(origin, Origin::Manual(_)) {
+        if matches!(origin, Origin::Threshold | Origin::Overflow(..)) {
             let reason = if matches!(origin, Origin::Overflow(..)) {
                 "overflow"
             } else {
@@ -203,10 +204,40 @@ impl SessionLoop {
                 run.phase = Phase::Compacting;
             }
         }
-        self.set_status(
-            COMPACTION_STATUS,
-            Some("Compacting the conversation".into()),
+        self.launch_summary(
+            (model, api_key),
+            SYSTEM,
+            prompt,
+            (cut, tokens_before),
+            origin,
+            "Compacting the conversation",
         );
+        Ok(())
+    }
+
+    /// Sends the one-shot request that writes a summary or a handoff document; its events come
+    /// back on a stream of their own (`on_compaction`) and `abort` cancels it.
+    pub(super) fn launch_summary(
+        &mut self,
+        (model, api_key): (crate::provider::catalog::Model, Option<String>),
+        system: &str,
+        prompt: String,
+        (cut, tokens_before): (usize, u64),
+        origin: Origin,
+        status: &str,
+    ) {
+        let request = ProviderRequest {
+            model: model.clone(),
+            api_key,
+            system_prompt: system.into(),
+            messages: vec![AgentMessage::User(UserMessage::new(&prompt, &[]))],
+            history: None,
+            tools: Arc::from([]),
+            thinking: "off",
+            session_id: self.state.id.clone(),
+            scripted: self.state.scripted(),
+        };
+        self.set_status(COMPACTION_STATUS, Some(status.into()));
         let stream = self.next_generation();
         let handle = provider::start_stream(request, stream, self.provider_tx());
         let partial = AssistantMessage::empty(model.api.as_str(), &model.provider, &model.id);
@@ -218,11 +249,14 @@ impl SessionLoop {
             tokens_before,
             origin,
         });
-        Ok(())
     }
 
     /// Provider events of the compaction stream.
     pub fn on_compaction(&mut self, msg: ProviderMsg) {
+        let handoff = matches!(
+            self.compaction.as_ref().map(|c| &c.origin),
+            Some(Origin::Handoff(_))
+        );
         let Some(c) = &mut self.compaction else {
             return;
         };
@@ -234,16 +268,24 @@ impl SessionLoop {
             ProviderEvent::Done(message) => {
                 let summary = message.text();
                 if summary.trim().is_empty() {
-                    self.finish_compaction(Err(
-                        "Summarization failed: the model returned no text".into()
-                    ));
+                    let e = if handoff {
+                        "Handoff generation produced no content"
+                    } else {
+                        "Summarization failed: the model returned no text"
+                    };
+                    self.finish_compaction(Err(e.into()));
                 } else {
                     self.finish_compaction(Ok(summary));
                 }
             }
             ProviderEvent::Failed(f) => {
                 let e = f.message.error_message.unwrap_or_default();
-                self.finish_compaction(Err(format!("Summarization failed: {e}")));
+                let what = if handoff {
+                    "Handoff failed"
+                } else {
+                    "Summarization failed"
+                };
+                self.finish_compaction(Err(format!("{what}: {e}")));
             }
         }
     }
@@ -253,6 +295,9 @@ impl SessionLoop {
             return;
         };
         self.set_status(COMPACTION_STATUS, None);
+        if let Origin::Handoff(id) = c.origin {
+            return self.finish_handoff(id, outcome);
+        }
         let result =
             outcome.and_then(|summary| self.apply_compaction(&summary, c.cut, c.tokens_before));
         let (kind, message) = match &result {
@@ -267,6 +312,7 @@ impl SessionLoop {
                 Ok(data) => Response::ok(id, "compact", Some(&data)),
                 Err(e) => Response::err(id, "compact", e),
             }),
+            Origin::Handoff(_) => unreachable!("a handoff finishes in finish_handoff"),
             Origin::Threshold => {
                 self.emit_compaction_end(&result, false, false);
                 self.end_run_completed();
@@ -358,6 +404,7 @@ impl SessionLoop {
             Origin::Manual(id) => {
                 self.respond(Response::err(id, "compact", "Compaction cancelled"))
             }
+            Origin::Handoff(id) => self.respond(Response::err(id, "handoff", "Handoff cancelled")),
             _ => self.emit_compaction_end(&Err("Compaction cancelled".into()), true, false),
         }
     }
