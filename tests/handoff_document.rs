@@ -150,3 +150,95 @@ fn without_a_session_file_there_is_no_saved_path() {
         .to_string()
         .contains("Ship the parser."));
 }
+
+/// A turn whose reported usage puts the context past the threshold (window 200,000 − 16,384).
+fn big_answer(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "usage": {"input": 190_000, "output": 10}})
+}
+
+fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == t).collect()
+}
+
+#[test]
+fn the_handoff_strategy_continues_past_the_threshold_in_a_new_session() {
+    let mut g = gjc()
+        .env("GJC_COMPACTION_STRATEGY", "handoff")
+        .script(json!({"turns": [answer("a1"), big_answer("a2"), answer(DOCUMENT), answer("a3")]}))
+        .spawn();
+    exchange(&mut g, "q1");
+    let (old_id, old_file) = state(&mut g);
+    g.ok(json!({"type": "prompt", "message": "q2"}));
+    let events = g.run_events();
+    let start = of_type(&events, "auto_compaction_start");
+    assert_eq!(start.len(), 1, "{events:?}");
+    assert_eq!(start[0]["reason"], "threshold");
+    assert_eq!(start[0]["action"], "handoff");
+    let end = of_type(&events, "auto_compaction_end");
+    assert_eq!(end.len(), 1, "{events:?}");
+    assert_eq!(end[0]["action"], "handoff");
+    assert_eq!(end[0]["aborted"], false);
+    assert_eq!(end[0]["result"]["summary"], DOCUMENT, "{}", end[0]);
+    assert_eq!(events.last().unwrap()["type"], "agent_end");
+
+    let (new_id, new_file) = state(&mut g);
+    assert_ne!(new_id, old_id);
+    let header: Value = serde_json::from_str(
+        std::fs::read_to_string(&new_file)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["parentSession"], old_file.as_str());
+    let saved = new_file.trim_end_matches(".jsonl").to_string() + ".handoff.md";
+    assert_eq!(std::fs::read_to_string(saved).unwrap(), DOCUMENT);
+    let old = std::fs::read_to_string(&old_file).unwrap();
+    assert!(
+        old.contains("a2") && !old.contains("Ship the parser."),
+        "{old}"
+    );
+    let messages = g.messages();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert!(messages[0]["content"]
+        .to_string()
+        .contains("<handoff-context>"));
+    exchange(&mut g, "q3");
+    assert_eq!(g.messages().len(), 3, "the work goes on in the new session");
+}
+
+#[test]
+fn with_no_document_the_strategy_falls_back_to_a_summary_in_place() {
+    let mut g = gjc()
+        .env("GJC_COMPACTION_STRATEGY", "handoff")
+        .env("GJC_COMPACT_KEEP_TOKENS", "1")
+        .script(json!({"turns": [answer("a1"), big_answer("a2"), answer(" "), answer("SUMMARY")]}))
+        .spawn();
+    exchange(&mut g, "q1");
+    let before = state(&mut g);
+    g.ok(json!({"type": "prompt", "message": "q2"}));
+    let events = g.run_events();
+    let actions: Vec<(&Value, &Value)> = events
+        .iter()
+        .filter(|e| e["type"] == "auto_compaction_start" || e["type"] == "auto_compaction_end")
+        .map(|e| (&e["type"], &e["action"]))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            (&json!("auto_compaction_start"), &json!("handoff")),
+            (&json!("auto_compaction_end"), &json!("handoff")),
+            (&json!("auto_compaction_start"), &json!("context-full")),
+            (&json!("auto_compaction_end"), &json!("context-full")),
+        ],
+        "{events:?}"
+    );
+    let ends = of_type(&events, "auto_compaction_end");
+    assert_eq!(
+        ends[0]["errorMessage"],
+        "Handoff generation produced no content"
+    );
+    assert_eq!(ends[1]["result"]["summary"], "SUMMARY");
+    assert_eq!(state(&mut g), before, "compacted in place");
+}

@@ -262,7 +262,7 @@ impl SessionLoop {
         }
     }
 
-    pub(super) fn new_session(&mut self, parent: Option<&str>, cwd: Option<String>) -> Reply {
+    fn new_session(&mut self, parent: Option<&str>, cwd: Option<String>) -> Reply {
         let cwd = project_cwd(cwd)?;
         self.abort_run();
         self.state.store.sync();
@@ -292,7 +292,7 @@ impl SessionLoop {
     }
 
     /// Replaces the session: id, file, context and name; queues, todos and usage start over.
-    fn reset(
+    pub(super) fn reset(
         &mut self,
         id: String,
         store: super::store::Store,

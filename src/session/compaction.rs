@@ -15,6 +15,9 @@ use crate::protocol::message::{
 };
 use crate::protocol::reply::CompactionResult;
 
+/// The error of a handoff whose document came back empty.
+pub const NO_CONTENT: &str = "Handoff generation produced no content";
+
 /// The status line shown while a summary is written; cleared when it ends either way.
 const COMPACTION_STATUS: &str = "gjc.compaction";
 use crate::protocol::{AgentEvent, Response};
@@ -45,6 +48,14 @@ pub enum Origin {
     /// `handoff`: the text is a handoff document that starts a new session (see `handoff.rs`);
     /// the response goes to this request id.
     Handoff(Option<Value>),
+    /// The context passed the threshold and the strategy is `handoff` (`handoff.rs`).
+    AutoHandoff,
+}
+
+impl Origin {
+    fn is_handoff(&self) -> bool {
+        matches!(self, Origin::Handoff(_) | Origin::AutoHandoff)
+    }
 }
 
 pub struct Compaction {
@@ -187,7 +198,7 @@ impl SessionLoop {
         let prompt = summary_prompt(&self.state.messages.parsed()?[..cut], custom);
         self.before_compact_hooks(match origin {
             Origin::Manual(_) | Origin::Handoff(_) => "manual",
-            Origin::Threshold => "threshold",
+            Origin::Threshold | Origin::AutoHandoff => "threshold",
             Origin::Overflow(..) => "overflow",
         });
         if matches!(origin, Origin::Threshold | Origin::Overflow(..)) {
@@ -253,10 +264,10 @@ impl SessionLoop {
 
     /// Provider events of the compaction stream.
     pub fn on_compaction(&mut self, msg: ProviderMsg) {
-        let handoff = matches!(
-            self.compaction.as_ref().map(|c| &c.origin),
-            Some(Origin::Handoff(_))
-        );
+        let handoff = self
+            .compaction
+            .as_ref()
+            .is_some_and(|c| c.origin.is_handoff());
         let Some(c) = &mut self.compaction else {
             return;
         };
@@ -269,7 +280,7 @@ impl SessionLoop {
                 let summary = message.text();
                 if summary.trim().is_empty() {
                     let e = if handoff {
-                        "Handoff generation produced no content"
+                        NO_CONTENT
                     } else {
                         "Summarization failed: the model returned no text"
                     };
@@ -295,8 +306,10 @@ impl SessionLoop {
             return;
         };
         self.set_status(COMPACTION_STATUS, None);
-        if let Origin::Handoff(id) = c.origin {
-            return self.finish_handoff(id, outcome);
+        match c.origin {
+            Origin::Handoff(id) => return self.finish_handoff(id, outcome),
+            Origin::AutoHandoff => return self.finish_auto_handoff(outcome, c.tokens_before),
+            _ => {}
         }
         let result =
             outcome.and_then(|summary| self.apply_compaction(&summary, c.cut, c.tokens_before));
@@ -312,13 +325,15 @@ impl SessionLoop {
                 Ok(data) => Response::ok(id, "compact", Some(&data)),
                 Err(e) => Response::err(id, "compact", e),
             }),
-            Origin::Handoff(_) => unreachable!("a handoff finishes in finish_handoff"),
+            Origin::Handoff(_) | Origin::AutoHandoff => {
+                unreachable!("a handoff finishes in handoff.rs")
+            }
             Origin::Threshold => {
-                self.emit_compaction_end(&result, false, false);
+                self.emit_compaction_end("context-full", &result, false, false);
                 self.end_run_completed();
             }
             Origin::Overflow(failed, started) => {
-                self.emit_compaction_end(&result, false, result.is_ok());
+                self.emit_compaction_end("context-full", &result, false, result.is_ok());
                 match result {
                     Ok(_) => self.retry_after_compaction(*failed, started),
                     Err(_) => self.fail_after_compaction(*failed, started),
@@ -327,8 +342,9 @@ impl SessionLoop {
         }
     }
 
-    fn emit_compaction_end(
+    pub(super) fn emit_compaction_end(
         &mut self,
+        action: &'static str,
         result: &Result<CompactionResult, String>,
         aborted: bool,
         will_retry: bool,
@@ -338,7 +354,7 @@ impl SessionLoop {
             Err(e) => (None, Some(e.clone())),
         };
         self.emit(AgentEvent::AutoCompactionEnd {
-            action: "context-full",
+            action,
             result,
             aborted,
             will_retry,
@@ -405,7 +421,15 @@ impl SessionLoop {
                 self.respond(Response::err(id, "compact", "Compaction cancelled"))
             }
             Origin::Handoff(id) => self.respond(Response::err(id, "handoff", "Handoff cancelled")),
-            _ => self.emit_compaction_end(&Err("Compaction cancelled".into()), true, false),
+            Origin::AutoHandoff => {
+                self.emit_compaction_end("handoff", &Err("Handoff cancelled".into()), true, false)
+            }
+            _ => self.emit_compaction_end(
+                "context-full",
+                &Err("Compaction cancelled".into()),
+                true,
+                false,
+            ),
         }
     }
 }
