@@ -161,6 +161,8 @@ Environment:
   GJC_RETRY_BASE_MS           First back-off before retrying a provider (default: 2000).
   GJC_RETRY_AFTER_MAX_MS      Longest retry-after a provider may ask for (default: 60000).
   GJC_COMPACT_KEEP_TOKENS     Tokens kept verbatim after a compaction summary (default: 20000).
+  GJC_COMPACTION_STRATEGY     context-full (summarise in place, default) or handoff (continue in
+                              a new session from a handoff document) past the threshold.
   GJC_OUTPUT_BACKLOG_BYTES    Unwritten output above which streamed deltas are merged and new
                               commands wait for the host to read (default: 1 MiB).
   GJC_TODO_REMINDERS          Reminders of open todo tasks per run (default: 3; 0 or off: none).

@@ -32,6 +32,8 @@ mod gates;
 mod gates_races;
 /// `checkpoint_for_handoff`: refusals, the receipt, another process continuing the session.
 mod handoff;
+/// `handoff`: the document, the new session that continues with it, and the refusals.
+mod handoff_document;
 /// Hostile input volumes: long lines, floods without reading, EOF behind a full queue.
 mod hardening_input;
 /// Spill files, escaped children, the parent watch, keys and crashes.

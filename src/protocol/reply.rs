@@ -422,6 +422,16 @@ pub struct CheckpointReceipt {
     pub model_profile: &'static str,
 }
 
+/// `handoff`: where the handoff document was saved. The session has continued in a new session
+/// whose context starts with the document; `savedPath` is absent with `--no-session`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffResult {
+    /// The saved document, an absolute path beside the new session's file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saved_path: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -209,6 +209,7 @@ fn payload(gen: &mut SchemaGenerator, command: &str) -> Payload {
         "negotiate_unattended" => gen.subschema_for::<UnattendedAccepted>(),
         "trust_project" => gen.subschema_for::<ProjectTrust>(),
         "checkpoint_for_handoff" => gen.subschema_for::<CheckpointReceipt>(),
+        "handoff" => gen.subschema_for::<HandoffResult>(),
         // No payload for a model without thinking levels.
         "cycle_thinking_level" => return Payload::Maybe(gen.subschema_for::<ThinkingLevel>()),
         _ => return Payload::None,

@@ -25,7 +25,7 @@ fn data<T: Serialize>(value: &T) -> Reply {
         .map_err(|e| ErrorValue::from(format!("internal error: {e}")))
 }
 
-const BUSY: &str = "Agent is already processing. Use steer() or followUp() to queue messages, or wait for completion.";
+pub(super) const BUSY: &str = "Agent is already processing. Use steer() or followUp() to queue messages, or wait for completion.";
 
 impl SessionLoop {
     pub fn handle_command(&mut self, id: Option<Value>, command: Command) {
@@ -141,11 +141,7 @@ impl SessionLoop {
                 .checkpoint_for_handoff(p)
                 .map_err(ErrorValue::from)
                 .and_then(|r| data(&r)),
-            Command::Handoff(_) => Err(TypedError::not_supported(
-                name,
-                "this build has no session handoff",
-            )
-            .into()),
+            Command::Handoff(p) => return self.handoff(id, p.custom_instructions.as_deref()),
         };
         let response = match reply {
             Ok(data) => Response::ok_raw(id, name, data),
@@ -296,7 +292,7 @@ impl SessionLoop {
     }
 
     /// Replaces the session: id, file, context and name; queues, todos and usage start over.
-    fn reset(
+    pub(super) fn reset(
         &mut self,
         id: String,
         store: super::store::Store,

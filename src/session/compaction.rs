@@ -15,6 +15,9 @@ use crate::protocol::message::{
 };
 use crate::protocol::reply::CompactionResult;
 
+/// The error of a handoff whose document came back empty.
+pub const NO_CONTENT: &str = "Handoff generation produced no content";
+
 /// The status line shown while a summary is written; cleared when it ends either way.
 const COMPACTION_STATUS: &str = "gjc.compaction";
 use crate::protocol::{AgentEvent, Response};
@@ -42,6 +45,17 @@ pub enum Origin {
     Threshold,
     /// The provider rejected the context as too long; retry the request after compacting.
     Overflow(Box<AssistantMessage>, bool),
+    /// `handoff`: the text is a handoff document that starts a new session (see `handoff.rs`);
+    /// the response goes to this request id.
+    Handoff(Option<Value>),
+    /// The context passed the threshold and the strategy is `handoff` (`handoff.rs`).
+    AutoHandoff,
+}
+
+impl Origin {
+    fn is_handoff(&self) -> bool {
+        matches!(self, Origin::Handoff(_) | Origin::AutoHandoff)
+    }
 }
 
 pub struct Compaction {
@@ -79,6 +93,15 @@ pub fn cut_point(messages: &[AgentMessage], keep: u64) -> Option<usize> {
 
 /// The summarisation request text: the older messages as a transcript, then the instructions.
 pub fn summary_prompt(messages: &[AgentMessage], custom: Option<&str>) -> String {
+    transcript_prompt(messages, INSTRUCTIONS, custom)
+}
+
+/// `messages` as a transcript, then `instructions` and the host's extra focus, if any.
+pub fn transcript_prompt(
+    messages: &[AgentMessage],
+    instructions: &str,
+    custom: Option<&str>,
+) -> String {
     let mut out = String::from("<conversation>\n");
     for m in messages {
         match m {
@@ -117,7 +140,7 @@ pub fn summary_prompt(messages: &[AgentMessage], custom: Option<&str>) -> String
         }
     }
     out.push_str("</conversation>\n\n");
-    out.push_str(INSTRUCTIONS);
+    out.push_str(instructions);
     if let Some(extra) = custom.filter(|c| !c.trim().is_empty()) {
         out.push_str(&format!("\n\nAdditional focus: {extra}"));
     }
@@ -174,22 +197,11 @@ impl SessionLoop {
             .unwrap_or(0);
         let prompt = summary_prompt(&self.state.messages.parsed()?[..cut], custom);
         self.before_compact_hooks(match origin {
-            Origin::Manual(_) => "manual",
-            Origin::Threshold => "threshold",
+            Origin::Manual(_) | Origin::Handoff(_) => "manual",
+            Origin::Threshold | Origin::AutoHandoff => "threshold",
             Origin::Overflow(..) => "overflow",
         });
-        let request = ProviderRequest {
-            model: model.clone(),
-            api_key,
-            system_prompt: SYSTEM.into(),
-            messages: vec![AgentMessage::User(UserMessage::new(&prompt, &[]))],
-            history: None,
-            tools: Arc::from([]),
-            thinking: "off",
-            session_id: self.state.id.clone(),
-            scripted: self.state.scripted(),
-        };
-        if !matches!(origin, Origin::Manual(_)) {
+        if matches!(origin, Origin::Threshold | Origin::Overflow(..)) {
             let reason = if matches!(origin, Origin::Overflow(..)) {
                 "overflow"
             } else {
@@ -203,10 +215,40 @@ impl SessionLoop {
                 run.phase = Phase::Compacting;
             }
         }
-        self.set_status(
-            COMPACTION_STATUS,
-            Some("Compacting the conversation".into()),
+        self.launch_summary(
+            (model, api_key),
+            SYSTEM,
+            prompt,
+            (cut, tokens_before),
+            origin,
+            "Compacting the conversation",
         );
+        Ok(())
+    }
+
+    /// Sends the one-shot request that writes a summary or a handoff document; its events come
+    /// back on a stream of their own (`on_compaction`) and `abort` cancels it.
+    pub(super) fn launch_summary(
+        &mut self,
+        (model, api_key): (crate::provider::catalog::Model, Option<String>),
+        system: &str,
+        prompt: String,
+        (cut, tokens_before): (usize, u64),
+        origin: Origin,
+        status: &str,
+    ) {
+        let request = ProviderRequest {
+            model: model.clone(),
+            api_key,
+            system_prompt: system.into(),
+            messages: vec![AgentMessage::User(UserMessage::new(&prompt, &[]))],
+            history: None,
+            tools: Arc::from([]),
+            thinking: "off",
+            session_id: self.state.id.clone(),
+            scripted: self.state.scripted(),
+        };
+        self.set_status(COMPACTION_STATUS, Some(status.into()));
         let stream = self.next_generation();
         let handle = provider::start_stream(request, stream, self.provider_tx());
         let partial = AssistantMessage::empty(model.api.as_str(), &model.provider, &model.id);
@@ -218,11 +260,14 @@ impl SessionLoop {
             tokens_before,
             origin,
         });
-        Ok(())
     }
 
     /// Provider events of the compaction stream.
     pub fn on_compaction(&mut self, msg: ProviderMsg) {
+        let handoff = self
+            .compaction
+            .as_ref()
+            .is_some_and(|c| c.origin.is_handoff());
         let Some(c) = &mut self.compaction else {
             return;
         };
@@ -234,16 +279,24 @@ impl SessionLoop {
             ProviderEvent::Done(message) => {
                 let summary = message.text();
                 if summary.trim().is_empty() {
-                    self.finish_compaction(Err(
-                        "Summarization failed: the model returned no text".into()
-                    ));
+                    let e = if handoff {
+                        NO_CONTENT
+                    } else {
+                        "Summarization failed: the model returned no text"
+                    };
+                    self.finish_compaction(Err(e.into()));
                 } else {
                     self.finish_compaction(Ok(summary));
                 }
             }
             ProviderEvent::Failed(f) => {
                 let e = f.message.error_message.unwrap_or_default();
-                self.finish_compaction(Err(format!("Summarization failed: {e}")));
+                let what = if handoff {
+                    "Handoff failed"
+                } else {
+                    "Summarization failed"
+                };
+                self.finish_compaction(Err(format!("{what}: {e}")));
             }
         }
     }
@@ -253,6 +306,11 @@ impl SessionLoop {
             return;
         };
         self.set_status(COMPACTION_STATUS, None);
+        match c.origin {
+            Origin::Handoff(id) => return self.finish_handoff(id, outcome),
+            Origin::AutoHandoff => return self.finish_auto_handoff(outcome, c.tokens_before),
+            _ => {}
+        }
         let result =
             outcome.and_then(|summary| self.apply_compaction(&summary, c.cut, c.tokens_before));
         let (kind, message) = match &result {
@@ -267,12 +325,15 @@ impl SessionLoop {
                 Ok(data) => Response::ok(id, "compact", Some(&data)),
                 Err(e) => Response::err(id, "compact", e),
             }),
+            Origin::Handoff(_) | Origin::AutoHandoff => {
+                unreachable!("a handoff finishes in handoff.rs")
+            }
             Origin::Threshold => {
-                self.emit_compaction_end(&result, false, false);
+                self.emit_compaction_end("context-full", &result, false, false);
                 self.end_run_completed();
             }
             Origin::Overflow(failed, started) => {
-                self.emit_compaction_end(&result, false, result.is_ok());
+                self.emit_compaction_end("context-full", &result, false, result.is_ok());
                 match result {
                     Ok(_) => self.retry_after_compaction(*failed, started),
                     Err(_) => self.fail_after_compaction(*failed, started),
@@ -281,8 +342,9 @@ impl SessionLoop {
         }
     }
 
-    fn emit_compaction_end(
+    pub(super) fn emit_compaction_end(
         &mut self,
+        action: &'static str,
         result: &Result<CompactionResult, String>,
         aborted: bool,
         will_retry: bool,
@@ -292,7 +354,7 @@ impl SessionLoop {
             Err(e) => (None, Some(e.clone())),
         };
         self.emit(AgentEvent::AutoCompactionEnd {
-            action: "context-full",
+            action,
             result,
             aborted,
             will_retry,
@@ -358,7 +420,16 @@ impl SessionLoop {
             Origin::Manual(id) => {
                 self.respond(Response::err(id, "compact", "Compaction cancelled"))
             }
-            _ => self.emit_compaction_end(&Err("Compaction cancelled".into()), true, false),
+            Origin::Handoff(id) => self.respond(Response::err(id, "handoff", "Handoff cancelled")),
+            Origin::AutoHandoff => {
+                self.emit_compaction_end("handoff", &Err("Handoff cancelled".into()), true, false)
+            }
+            _ => self.emit_compaction_end(
+                "context-full",
+                &Err("Compaction cancelled".into()),
+                true,
+                false,
+            ),
         }
     }
 }

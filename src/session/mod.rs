@@ -15,6 +15,7 @@ pub mod commands;
 pub mod compaction;
 pub mod context;
 pub mod gates;
+mod handoff;
 pub mod hooks;
 pub mod listing;
 pub mod models;

@@ -5,7 +5,6 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::compaction::Origin;
 use super::SessionLoop;
 use crate::exec::JobOwner;
 use crate::protocol::event::Outcome;
@@ -345,9 +344,7 @@ impl SessionLoop {
                 Some(reminder) => next.push(reminder),
                 None => {
                     self.clear_finished_todos();
-                    if self.over_threshold()
-                        && self.start_compaction(Origin::Threshold, None).is_ok()
-                    {
+                    if self.over_threshold() && self.start_maintenance() {
                         return;
                     }
                     return self.end_run(Outcome::Completed, None);

@@ -405,6 +405,8 @@ fn response_data(command: &str, d: &Map<String, Value>) -> Check {
             _ => Ok(()),
         },
         "checkpoint_for_handoff" => super::receipt::check(d),
+        // The client reads `savedPath` only when it is a string: anything else loses the path.
+        "handoff" => optional_string(d, "savedPath"),
         "get_pending_workflow_gates" => match d.get("gates") {
             Some(Value::Array(gs)) => gs.iter().filter_map(Value::as_object).try_for_each(gate),
             _ => Ok(()),

@@ -1,0 +1,229 @@
+//! `handoff`: the current model writes a handoff document in one request (the compaction
+//! machinery: its own stream, cancelled by `abort`), the document is saved beside the new
+//! session's file, and the session continues in a new session (its `parentSession` the old
+//! file) whose context starts with the document. The old session file gets nothing. With the
+//! `handoff` strategy (`GJC_COMPACTION_STRATEGY`) a run past the threshold does the same instead
+//! of summarising in place, and falls back to that when the document comes back empty.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::compaction::{transcript_prompt, Origin, NO_CONTENT};
+use super::run::Phase;
+use super::store::Store;
+use super::SessionLoop;
+use crate::protocol::message::{AgentMessage, UserMessage};
+use crate::protocol::reply::{CompactionResult, HandoffResult};
+use crate::protocol::{AgentEvent, Data, Response};
+
+const SYSTEM: &str = "You are writing a handoff document. Read the conversation between a user and an AI coding assistant, then write the document a fresh instance of the assistant, with none of this conversation, will read to continue the work. Do not continue the conversation and do not answer questions in it; only write the document.";
+
+const INSTRUCTIONS: &str = "Write the handoff document for the assistant that continues this work in a new session. Use this structure:\n\n## Goal\nWhat the user wants, in their terms.\n\n## State of the work\nWhat is done, what is in progress, what was tried and failed.\n\n## Decisions and constraints\nChoices made and why; requirements the user stated.\n\n## Next steps\nThe concrete next actions, in order.\n\n## References\nExact file paths, function names, commands, error messages and values needed to continue.\n\nBe complete but concise; keep exact paths and identifiers.";
+
+/// Where the document goes in the new session's context.
+fn wrap(document: &str) -> String {
+    format!("<handoff-context>\n{document}\n</handoff-context>\n\nThe above is a handoff document from a previous session. Use this context to continue the work seamlessly.")
+}
+
+/// The document file beside a session file: `<session file stem>.handoff.md`.
+fn document_path(session_file: &Path) -> PathBuf {
+    session_file.with_extension("handoff.md")
+}
+
+impl SessionLoop {
+    /// Starts writing the document; the response comes from `finish_handoff` or the abort.
+    pub(super) fn handoff(&mut self, id: Option<Value>, custom: Option<&str>) {
+        if let Err(e) = self.start_handoff(id.clone(), custom) {
+            self.respond(Response::err(id, "handoff", e));
+        }
+    }
+
+    fn start_handoff(&mut self, id: Option<Value>, custom: Option<&str>) -> Result<(), String> {
+        // The reference refuses while a response streams: the document would miss its end.
+        if self.is_busy() {
+            return Err(super::commands::BUSY.into());
+        }
+        if self.is_compacting() {
+            return Err("Compaction already in progress".into());
+        }
+        let messages = self.state.messages.parsed()?;
+        if messages.len() < 2 {
+            return Err("Nothing to hand off (no messages yet)".into());
+        }
+        let prompt = transcript_prompt(messages, INSTRUCTIONS, custom);
+        if self.state.model.is_none() {
+            return Err("No model selected for handoff".into());
+        }
+        let credentials = self.state.credentials()?;
+        self.launch_summary(
+            credentials,
+            SYSTEM,
+            prompt,
+            (0, 0),
+            Origin::Handoff(id),
+            "Writing the handoff document",
+        );
+        Ok(())
+    }
+
+    /// The document arrived (or the request failed): on success the new session starts with it.
+    /// A run the host started meanwhile is aborted first, as `new_session` would.
+    pub(super) fn finish_handoff(&mut self, id: Option<Value>, outcome: Result<String, String>) {
+        let result = outcome.and_then(|doc| {
+            self.abort_run();
+            self.continue_in_new_session(&doc, false)
+        });
+        let response = match result {
+            Ok((saved_path, _)) => {
+                match serde_json::value::to_raw_value(&HandoffResult { saved_path }) {
+                    Ok(raw) => Response::ok_raw(id, "handoff", Some(Data::Checked(raw))),
+                    Err(e) => Response::err(id, "handoff", format!("internal error: {e}")),
+                }
+            }
+            Err(e) => Response::err(id, "handoff", e),
+        };
+        self.respond(response);
+    }
+
+    /// The new session (`parentSession` the old file; queues cleared for `handoff` as
+    /// `new_session` clears them, kept for an automatic handoff, whose run goes on), its first
+    /// entry the wrapped document, written and synced; then the document file. Returns the
+    /// document's path (none with `--no-session`) and the entry id of the document message.
+    fn continue_in_new_session(
+        &mut self,
+        document: &str,
+        keep_queues: bool,
+    ) -> Result<(Option<String>, String), String> {
+        let queued = keep_queues.then(|| {
+            let q = &mut self.state.queues;
+            (
+                std::mem::take(&mut q.steering),
+                std::mem::take(&mut q.follow_up),
+            )
+        });
+        self.state.store.sync();
+        let id = crate::ids::uuid_v7();
+        let store = match self.state.store.path() {
+            Some(parent) => {
+                let parent = parent.display().to_string();
+                Store::create(&self.state.session_dir, &id, &self.state.cwd, Some(&parent))
+            }
+            None => Store::in_memory(&id, &self.state.cwd),
+        };
+        self.reset(id, store, Default::default(), None);
+        if let Some((steering, follow_up)) = queued {
+            self.state.queues.steering = steering;
+            self.state.queues.follow_up = follow_up;
+        }
+        self.registry_update();
+        // Not `record`: during an automatic handoff this is not a message of the run.
+        if self.state.store.is_persistent() && self.state.store.ensure_on_disk().is_ok() {
+            self.write_selection();
+        }
+        let message = AgentMessage::User(UserMessage::new(&wrap(document), &[]));
+        let entry = self.state.store.append_message(&message).ok();
+        let entry_id = entry.as_ref().map(|e| e.to_string()).unwrap_or_default();
+        self.state.messages.push(message, entry);
+        if !self.state.store.is_persistent() {
+            // `--no-session`: nothing is saved, so there is no path to report.
+            return Ok((None, entry_id));
+        }
+        self.state.store.sync_or_fail()?;
+        self.emit_store_notices();
+        let session_file = self
+            .state
+            .store
+            .path()
+            .ok_or("the new session has no file")?
+            .to_path_buf();
+        let path = document_path(&session_file);
+        super::store::write::replace_file(&path, |w| w.write_all(document.as_bytes()))
+            .map_err(|e| format!("cannot save the handoff document {}: {e}", path.display()))?;
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        Ok((Some(path.display().to_string()), entry_id))
+    }
+
+    /// End-of-run maintenance past the threshold: a handoff with the `handoff` strategy,
+    /// otherwise (or when that cannot start) a summary in place. False when neither started.
+    pub(super) fn start_maintenance(&mut self) -> bool {
+        if strategy_is_handoff() && self.start_auto_handoff().is_ok() {
+            return true;
+        }
+        self.start_compaction(Origin::Threshold, None).is_ok()
+    }
+
+    fn start_auto_handoff(&mut self) -> Result<(), String> {
+        if self.is_compacting() {
+            return Err("Compaction already in progress".into());
+        }
+        let tokens_before = self
+            .state
+            .context_usage()
+            .and_then(|u| u.tokens)
+            .unwrap_or(0);
+        let messages = self.state.messages.parsed()?;
+        if messages.len() < 2 {
+            return Err("Nothing to hand off (no messages yet)".into());
+        }
+        let prompt = transcript_prompt(messages, INSTRUCTIONS, None);
+        let credentials = self.state.credentials()?;
+        self.emit(AgentEvent::AutoCompactionStart {
+            reason: "threshold",
+            action: "handoff",
+        });
+        if let Some(run) = &mut self.run {
+            run.phase = Phase::Compacting;
+        }
+        self.launch_summary(
+            credentials,
+            SYSTEM,
+            prompt,
+            (0, tokens_before),
+            Origin::AutoHandoff,
+            "Writing the handoff document",
+        );
+        Ok(())
+    }
+
+    /// The automatic handoff's end: the run goes on in the new session and ends there. With no
+    /// document the context is summarised in place instead (the reference's fallback).
+    pub(super) fn finish_auto_handoff(&mut self, outcome: Result<String, String>, before: u64) {
+        let result = outcome.and_then(|doc| {
+            self.continue_in_new_session(&doc, true)
+                .map(|(_, entry_id)| CompactionResult {
+                    summary: doc,
+                    first_kept_entry_id: entry_id,
+                    tokens_before: before,
+                    details: None,
+                })
+        });
+        let empty = matches!(&result, Err(e) if e == NO_CONTENT);
+        self.emit_compaction_end("handoff", &result, false, false);
+        if empty && self.start_compaction(Origin::Threshold, None).is_ok() {
+            return;
+        }
+        self.end_run_completed();
+    }
+}
+
+/// `GJC_COMPACTION_STRATEGY`: `handoff`, or `context-full` (the default; anything else too).
+fn strategy_is_handoff() -> bool {
+    std::env::var("GJC_COMPACTION_STRATEGY").is_ok_and(|v| v == "handoff")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_sits_beside_the_session_file() {
+        assert_eq!(
+            document_path(Path::new("/s/2026-01-01T00-00-00-000Z_abc.jsonl")),
+            Path::new("/s/2026-01-01T00-00-00-000Z_abc.handoff.md")
+        );
+        let w = wrap("## Goal\nship it");
+        assert!(w.starts_with("<handoff-context>\n## Goal\nship it\n</handoff-context>"));
+    }
+}
