@@ -228,7 +228,14 @@ pub fn list(root: &Path, dir: &Path, all: bool) -> Vec<SessionSummary> {
         vec![dir.to_path_buf()]
     };
     let mut out: Vec<SessionSummary> = session_files(&dirs).filter_map(|p| summary(&p)).collect();
-    out.sort_by(|a, b| b.modified.cmp(&a.modified));
+    // Two files changed within one tick of the file system's clock tie on `modified`; the later
+    // created (file names start with the creation time) comes first.
+    out.sort_by(|a, b| {
+        b.modified
+            .cmp(&a.modified)
+            .then_with(|| b.created.cmp(&a.created))
+            .then_with(|| b.path.cmp(&a.path))
+    });
     out
 }
 
