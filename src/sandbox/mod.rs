@@ -214,6 +214,17 @@ impl Sandbox {
         }
     }
 
+    /// How the host's `bash` and hooks start commands now. Without a sandbox nothing is prepared
+    /// (a session that starts in `danger-full-access` builds no ruleset until a tool call needs
+    /// the read-only one).
+    pub fn launch(&mut self) -> Launch {
+        match (&self.commands, self.effective().mode) {
+            (Some(commands), _) => commands.launch.clone(),
+            (None, SandboxMode::DangerFullAccess) => Launch::Unconfined,
+            (None, _) => self.commands().launch,
+        }
+    }
+
     /// How tool calls start commands now (prepared once per policy, cwd and limits).
     pub fn commands(&mut self) -> Commands {
         if let Some(commands) = &self.commands {

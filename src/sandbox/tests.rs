@@ -150,3 +150,13 @@ fn read_only_writes_nowhere_and_network_off_refuses_inet_sockets() {
     }
     assert!(!work.path().join("mine.txt").exists());
 }
+
+/// A session without a sandbox builds nothing for its hooks and the host's `bash`.
+#[test]
+fn without_a_sandbox_nothing_is_prepared_for_commands() {
+    let mut sandbox = Sandbox::new(policy(SandboxMode::DangerFullAccess, false), "/".into());
+    assert!(matches!(sandbox.launch(), Launch::Unconfined));
+    assert!(sandbox.commands.is_none() && sandbox.temp.is_none());
+    assert!(matches!(sandbox.commands().read_only, Launch::Confined(_)));
+    assert!(matches!(sandbox.launch(), Launch::Unconfined));
+}

@@ -7,7 +7,7 @@ use crate::protocol::message::{ToolCall, ToolOutput};
 use crate::protocol::outbound::TypedError;
 use crate::protocol::sandbox::{SandboxState, SetSandboxParams};
 use crate::sandbox::audit::Escalated;
-use crate::sandbox::{self, Commands, Limits};
+use crate::sandbox::{self, Commands, Launch, Limits};
 
 impl SessionLoop {
     /// How commands start now: the host's policy, narrowed by a workflow stage still waiting for
@@ -59,6 +59,17 @@ impl SessionLoop {
         if let Err(e) = self.sandbox.record_escalation(&session_dir, &escalated) {
             log::error!("sandbox audit: {e}");
         }
+    }
+
+    /// How the host's `bash` and hooks start commands now; hooks are told too.
+    pub(super) fn sandbox_launch(&mut self) -> Launch {
+        self.sandbox.set_limits(self.sandbox_limits());
+        self.sandbox.set_cwd(&self.state.cwd);
+        let launch = self.sandbox.launch();
+        if let Some(hooks) = &self.hooks {
+            hooks.set_launch(launch.clone());
+        }
+        launch
     }
 
     /// `get_state.sandbox`.

@@ -25,7 +25,7 @@ impl SessionLoop {
             return self.respond(Response::err(id, "bash", e));
         }
         // The host's own commands run in the session's sandbox like the model's.
-        let confine = match self.sandbox_commands().launch {
+        let confine = match self.sandbox_launch() {
             Launch::Unconfined => None,
             Launch::Confined(c) => Some(c),
             Launch::Refused(e) => {
