@@ -124,16 +124,7 @@ impl Broker {
             created_at: crate::ids::iso_now(),
             required: true,
         };
-        let record = Record {
-            gate: gate.clone(),
-            status: Status::Pending,
-            idempotency_key: None,
-            response_hash: None,
-            answer: None,
-            resolution: None,
-            advanced: false,
-            origin: None,
-        };
+        let record = Record::pending(gate.clone());
         self.store.data.gates.insert(gate.gate_id.clone(), record);
         if let Err(e) = self.store.save() {
             self.store.data.gates.remove(&gate.gate_id);

@@ -56,6 +56,22 @@ pub struct Record {
     pub origin: Option<String>,
 }
 
+impl Record {
+    /// A gate just issued: pending, unanswered.
+    pub fn pending(gate: WorkflowGate) -> Record {
+        Record {
+            gate,
+            status: Status::Pending,
+            idempotency_key: None,
+            response_hash: None,
+            answer: None,
+            resolution: None,
+            advanced: false,
+            origin: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StoreFile {
     #[serde(default = "version")]
@@ -281,16 +297,7 @@ mod tests {
             "schema": {"type": "object"}, "schema_hash": "00", "context": {},
             "created_at": "2026-01-01T00:00:00.000Z", "required": true}))
         .unwrap();
-        let record = Record {
-            gate,
-            status: Status::Pending,
-            idempotency_key: None,
-            response_hash: None,
-            answer: None,
-            resolution: None,
-            advanced: false,
-            origin: None,
-        };
+        let record = Record::pending(gate);
         store
             .data
             .gates

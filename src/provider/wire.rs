@@ -164,19 +164,27 @@ pub fn same_model(message: &AssistantMessage, model: &super::catalog::Model) -> 
 
 /// The text a model sees for a tool result (text blocks joined).
 pub fn result_text(result: &ToolResultMessage) -> String {
-    let text: Vec<&str> = result
+    let has_text = result
         .content
+        .iter()
+        .any(|c| matches!(c, Content::Text { .. }));
+    if has_text {
+        text_blocks(&result.content)
+    } else {
+        "(no output)".to_string()
+    }
+}
+
+/// The text blocks of `content`, joined by newlines; images and the rest left out.
+pub fn text_blocks(content: &[Content]) -> String {
+    let text: Vec<&str> = content
         .iter()
         .filter_map(|c| match c {
             Content::Text { text, .. } => Some(text.as_str()),
             _ => None,
         })
         .collect();
-    if text.is_empty() {
-        "(no output)".to_string()
-    } else {
-        text.join("\n")
-    }
+    text.join("\n")
 }
 
 /// User-side text of non-LLM roles (user bash executions).

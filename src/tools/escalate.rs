@@ -75,15 +75,7 @@ pub fn likely_denied(exit_code: Option<i32>, output: &str) -> bool {
 
 /// The text of an output's text blocks, joined by newlines.
 pub fn text_of(output: &ToolOutput) -> String {
-    let texts: Vec<&str> = output
-        .content
-        .iter()
-        .filter_map(|c| match c {
-            Content::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    texts.join("\n")
+    crate::provider::wire::text_blocks(&output.content)
 }
 
 /// Asks the host whether `command`, denied by the sandbox, may run again at `to`. No host, a
