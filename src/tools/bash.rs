@@ -74,7 +74,7 @@ impl Bash {
         let (command, timeout) = command_of(args);
         let confine = match confinement(launch) {
             Ok(confine) => confine,
-            Err(refused) => return deliver(ToolEvent::Done(refused), false),
+            Err(refused) => return deliver(ToolEvent::Done(refused.into()), false),
         };
         let mut watch = Watch::new(timeout, confine.is_some());
         runner.run(BashJob {
@@ -151,7 +151,7 @@ pub(super) fn run_waiting(
         }
         match crate::park::recv_timeout(&rx, Duration::from_millis(20)) {
             Ok(event) => match watch.on(event) {
-                Some(ToolEvent::Done(output)) => return (output, watch.denied),
+                Some(ToolEvent::Done(done)) => return (done.output, watch.denied),
                 Some(ToolEvent::Update(partial)) => ctx.update(partial),
                 _ => {}
             },
@@ -224,7 +224,7 @@ impl Watch {
                 self.denied = self.confined
                     && !result.cancelled
                     && escalate::likely_denied(result.exit_code, &result.output);
-                Some(ToolEvent::Done(outcome(result, self.timeout)))
+                Some(ToolEvent::Done(outcome(result, self.timeout).into()))
             }
         }
     }
