@@ -186,11 +186,9 @@ impl SessionLoop {
                     *running = None;
                 }
                 for effect in outcome.effects {
-                    self.apply_tool_effect(effect);
+                    self.apply_tool_effect(&call, effect);
                 }
-                let output = outcome.output;
-                self.audit_escalation(&call, &output);
-                self.complete_tool(&call, output);
+                self.complete_tool(&call, outcome.output);
                 self.skip_rest_if_steered();
                 self.next_tool();
             }
@@ -199,12 +197,13 @@ impl SessionLoop {
     }
 
     /// What a call changes in the session besides its result (the tool said so in its outcome).
-    fn apply_tool_effect(&mut self, effect: ToolEffect) {
+    fn apply_tool_effect(&mut self, call: &ToolCall, effect: ToolEffect) {
         match effect {
             ToolEffect::SetTodos(phases) => {
                 self.state.todos = phases;
                 self.show_todos();
             }
+            ToolEffect::Escalated { to, approved } => self.audit_escalation(call, to, approved),
         }
     }
 

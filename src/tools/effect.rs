@@ -10,6 +10,9 @@ use crate::protocol::reply::TodoPhase;
 pub enum ToolEffect {
     /// `todo_write`: the todo list is now these phases (`get_state.todoPhases`, the todo widget).
     SetTodos(Vec<TodoPhase>),
+    /// `bash`: a command the sandbox denied asked the host to run it at the policy `to`; the
+    /// session records it in the audit trail, approved or not.
+    Escalated { to: &'static str, approved: bool },
 }
 
 /// A call's result, and what the session is to change because of it.
@@ -37,6 +40,7 @@ impl Outcome {
         for effect in &mut self.effects {
             match effect {
                 ToolEffect::SetTodos(phases) => scrub_todos(phases),
+                ToolEffect::Escalated { .. } => {}
             }
         }
     }

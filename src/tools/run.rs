@@ -279,8 +279,7 @@ impl Escalating {
             let ctx = context(services, &call_id, cancel, generation, &tx);
             let (command, timeout) = super::bash::command_of(&args);
             let run = |launch: &Launch| super::bash::run_waiting(&command, timeout, &ctx, launch);
-            let output = super::bash::escalate_after(&ctx, &command, &to, denied, run);
-            let mut outcome = Outcome::from(output);
+            let mut outcome = super::bash::escalate_after(&ctx, &command, &to, denied, run);
             outcome.scrub();
             let _ = tx.send(ToolMsg {
                 generation,
