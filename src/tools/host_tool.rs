@@ -94,7 +94,8 @@ impl HostTool {
     /// Starts a call that the session answers itself (`tools::start_direct`): its id and its
     /// request frame, which the caller queues behind the frames before it. The broker never
     /// hears of it; the host's answers reach the session, which turns them into the call's
-    /// messages ([`crate::host::tools::answer`]) and withdraws the call with [`HostHandle::tool_cancel`].
+    /// messages ([`crate::host::tools::answer`]) and withdraws the call with
+    /// [`HostHandle::tool_cancel`].
     ///
     /// A host tool's call is all waiting, so this saves the turn the hand-offs through a tool
     /// thread and through the broker: out, session → writer; back, reader → session.
