@@ -437,7 +437,7 @@ impl SessionLoop {
             .into_iter()
             .map(|(def, validator)| {
                 let tool: std::sync::Arc<dyn crate::tools::Tool> =
-                    crate::host::tools::HostTool::new(def, self.host.clone());
+                    crate::tools::host_tool::HostTool::new(def, self.host.clone());
                 (tool, validator)
             })
             .collect();

@@ -278,7 +278,7 @@ impl SessionLoop {
         let tool = if stage == "deep-interview" {
             "ask"
         } else {
-            workflow::tool::NAME
+            workflow::GATE_TOOL
         };
         self.state.tools.ensure_builtin(tool);
         self.state.workflow.denied = None;

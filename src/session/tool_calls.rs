@@ -11,7 +11,7 @@ use crate::host::HostRequest;
 use crate::protocol::host_reply::HostReply;
 use crate::protocol::message::{AgentMessage, StopReason, ToolCall, ToolOutput, ToolResultMessage};
 use crate::protocol::AgentEvent;
-use crate::tools::{self, ToolEvent, ToolMsg};
+use crate::tools::{self, ToolEffect, ToolEvent, ToolMsg};
 
 const SKIPPED: &str = "Skipped due to queued user message.";
 
@@ -177,7 +177,7 @@ impl SessionLoop {
                 args: call.arguments,
                 partial_result: partial,
             }),
-            ToolEvent::Done(output) => {
+            ToolEvent::Done(outcome) => {
                 if let Some(Run {
                     phase: Phase::Tools { running, .. },
                     ..
@@ -185,9 +185,10 @@ impl SessionLoop {
                 {
                     *running = None;
                 }
-                self.apply_tool_side_effects(&call, &output);
-                self.audit_escalation(&call, &output);
-                self.complete_tool(&call, output);
+                for effect in outcome.effects {
+                    self.apply_tool_effect(&call, effect);
+                }
+                self.complete_tool(&call, outcome.output);
                 self.skip_rest_if_steered();
                 self.next_tool();
             }
@@ -195,15 +196,14 @@ impl SessionLoop {
         }
     }
 
-    /// `todo_write` results carry the new phases for `get_state.todoPhases`.
-    pub(super) fn apply_tool_side_effects(&mut self, call: &ToolCall, output: &ToolOutput) {
-        if call.name == "todo_write" && !output.is_error {
-            if let Some(phases) = output.details.as_ref().and_then(|d| d.get("todoPhases")) {
-                if let Ok(p) = serde_json::from_value(phases.clone()) {
-                    self.state.todos = p;
-                    self.show_todos();
-                }
+    /// What a call changes in the session besides its result (the tool said so in its outcome).
+    fn apply_tool_effect(&mut self, call: &ToolCall, effect: ToolEffect) {
+        match effect {
+            ToolEffect::SetTodos(phases) => {
+                self.state.todos = phases;
+                self.show_todos();
             }
+            ToolEffect::Escalated { to, approved } => self.audit_escalation(call, to, approved),
         }
     }
 
