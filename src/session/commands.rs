@@ -457,7 +457,7 @@ impl SessionLoop {
         let (accepted, unsupported): (Vec<Value>, Vec<Value>) = items
             .into_iter()
             .partition(|c| c.as_str() == Some("compact_message_update"));
-        self.compact_updates = !accepted.is_empty();
+        self.outbox.set_compact(!accepted.is_empty());
         reply::Capabilities {
             accepted_capabilities: accepted,
             unsupported,

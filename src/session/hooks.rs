@@ -38,7 +38,7 @@ impl SessionLoop {
             &self.state.cwd,
             self.state.project_trusted,
             self.bash.clone(),
-            self.ch.out.clone(),
+            self.outbox.lane(),
         )
     }
 
@@ -69,7 +69,7 @@ impl SessionLoop {
         let (text, images) = prompt::describe(&prompt);
         let extra = json!({ "command": command, "message": text, "imageCount": images });
         let payload = self.hook_payload(prompt::EVENT, extra);
-        let done = self.prompt_hooks.0.clone();
+        let done = self.side.prompt_hook_reporter();
         self.flush_out();
         match prompt::start(&hooks, payload, generation, done) {
             Ok(pending) => {

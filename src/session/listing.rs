@@ -25,7 +25,7 @@ impl SessionLoop {
     pub(super) fn list_sessions(&mut self, id: Option<Value>, all: bool) {
         let root: PathBuf = self.state.sessions_root.clone();
         let dir: PathBuf = self.state.session_dir.clone();
-        let done = self.listed.0.clone();
+        let done = self.side.listing_reporter();
         let request = id.clone();
         let spawned = std::thread::Builder::new()
             .name("gjc-list".into())
@@ -37,7 +37,7 @@ impl SessionLoop {
                 });
             });
         match spawned {
-            Ok(_) => self.listings += 1,
+            Ok(_) => self.side.listing_started(),
             Err(e) => self.respond(Response::err(
                 id,
                 "list_sessions",
@@ -47,7 +47,7 @@ impl SessionLoop {
     }
 
     pub(super) fn on_listed(&mut self, listed: Listed) {
-        self.listings = self.listings.saturating_sub(1);
+        self.side.listing_done();
         let sessions = reply::Sessions {
             sessions: listed.sessions,
         };
@@ -58,18 +58,16 @@ impl SessionLoop {
     /// comes soon, else an error.
     pub(super) fn answer_listings(&mut self) {
         let deadline = std::time::Instant::now() + AT_SHUTDOWN;
-        while self.listings > 0 {
+        while self.side.listings_running() > 0 {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.listed.1.recv_timeout(left) {
-                Ok(listed) => self.on_listed(listed),
-                Err(_) => break,
+            match self.side.next_listing(left) {
+                Some(listed) => self.on_listed(listed),
+                None => break,
             }
         }
-        if self.listings > 0 {
-            log::warn!(
-                "{} session listings still running at shutdown",
-                self.listings
-            );
+        let running = self.side.listings_running();
+        if running > 0 {
+            log::warn!("{running} session listings still running at shutdown");
         }
     }
 }

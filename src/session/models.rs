@@ -23,11 +23,10 @@ impl SessionLoop {
         if let Some(listed) = discovery::kept(targets.iter().map(|(_, t)| t)) {
             return self.answer_models(id, &targets, listed);
         }
-        self.models_waiting.push(id);
-        if self.models_waiting.len() > 1 {
+        if !self.side.wait_for_models(id) {
             return;
         }
-        let done = self.discovered.0.clone();
+        let done = self.side.discovery_reporter();
         let spawned = std::thread::Builder::new()
             .name("gjc-discover".into())
             .spawn(move || {
@@ -51,7 +50,7 @@ impl SessionLoop {
         targets: &[(String, Target)],
         listed: Vec<Vec<String>>,
     ) {
-        for id in std::mem::take(&mut self.models_waiting) {
+        for id in self.side.take_models_waiting() {
             self.answer_models(id, targets, listed.clone());
         }
     }
