@@ -212,7 +212,7 @@ impl SessionLoop {
                 action: "context-full",
             });
             if let Some(run) = &mut self.run {
-                run.phase = Phase::Compacting;
+                run.enter(Phase::Compacting);
             }
         }
         self.launch_summary(

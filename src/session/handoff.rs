@@ -174,7 +174,7 @@ impl SessionLoop {
             action: "handoff",
         });
         if let Some(run) = &mut self.run {
-            run.phase = Phase::Compacting;
+            run.enter(Phase::Compacting);
         }
         self.launch_summary(
             credentials,

@@ -74,10 +74,10 @@ impl SessionLoop {
         match prompt::start(&hooks, payload, generation, done) {
             Ok(pending) => {
                 if let Some(run) = &mut self.run {
-                    run.phase = Phase::BeforePrompt {
+                    run.enter(Phase::BeforePrompt {
                         prompt,
                         hooks: pending,
-                    };
+                    });
                 }
             }
             Err(e) => {
@@ -92,11 +92,10 @@ impl SessionLoop {
     /// context they added after the prompt. Reports for an aborted run are dropped.
     pub(super) fn on_prompt_hooks(&mut self, done: PromptHookDone) {
         let Some(run) = &mut self.run else { return };
-        if run.generation != done.generation || !matches!(run.phase, Phase::BeforePrompt { .. }) {
+        if run.generation != done.generation || !matches!(run.phase(), Phase::BeforePrompt { .. }) {
             return;
         }
-        let Phase::BeforePrompt { mut prompt, .. } = std::mem::replace(&mut run.phase, Phase::Idle)
-        else {
+        let Phase::BeforePrompt { mut prompt, .. } = run.leave() else {
             return;
         };
         prompt.extend(done.contexts.iter().map(|c| prompt::context_message(c)));

@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::run::{Phase, Run, RunStop};
 use super::state::Session;
 use super::SessionLoop;
 use crate::control::{Plane, Refusal, Verdict};
@@ -15,15 +16,6 @@ use crate::protocol::event::Outcome;
 use crate::protocol::message::{AssistantMessage, ToolCall, ToolOutput, Usage};
 use crate::protocol::outbound::TypedError;
 use crate::protocol::{Command, Response};
-
-/// How a run is ended when it is not the host's `abort`.
-#[derive(Debug, Clone)]
-pub struct RunStop {
-    pub outcome: Outcome,
-    /// `code: message`, as `agent_end.errorMessage`.
-    pub message: String,
-    pub details: Value,
-}
 
 /// What becomes of one of the model's tool calls.
 pub enum ToolGate {
@@ -170,11 +162,7 @@ impl SessionLoop {
         else {
             return false;
         };
-        if let Some(super::run::Run {
-            phase: super::run::Phase::Streaming { partial, .. },
-            ..
-        }) = &mut self.run
-        {
+        if let Some(Phase::Streaming { partial, .. }) = self.run.as_mut().map(Run::phase_mut) {
             *partial = message.clone();
         }
         self.budget_stop(&refusal);
