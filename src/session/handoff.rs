@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::compaction::{transcript_prompt, Origin, NO_CONTENT};
+use super::reply::{CommandError, Reply};
 use super::run::Phase;
 use super::store::Store;
 use super::SessionLoop;
@@ -34,9 +35,10 @@ fn document_path(session_file: &Path) -> PathBuf {
 
 impl SessionLoop {
     /// Starts writing the document; the response comes from `finish_handoff` or the abort.
-    pub(super) fn handoff(&mut self, id: Option<Value>, custom: Option<&str>) {
-        if let Err(e) = self.start_handoff(id.clone(), custom) {
-            self.respond(Response::err(id, "handoff", e));
+    pub(super) fn handoff(&mut self, id: Option<Value>, custom: Option<&str>) -> Reply {
+        match self.start_handoff(id.clone(), custom) {
+            Ok(()) => Reply::later(),
+            Err(e) => Reply::answer(id, "handoff", Err(CommandError::Refused(e))),
         }
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::reply::Reply;
 use super::SessionLoop;
 use crate::protocol::{reply, Response};
 
@@ -22,7 +23,7 @@ pub struct Listed {
 const AT_SHUTDOWN: Duration = Duration::from_secs(2);
 
 impl SessionLoop {
-    pub(super) fn list_sessions(&mut self, id: Option<Value>, all: bool) {
+    pub(super) fn list_sessions(&mut self, id: Option<Value>, all: bool) -> Reply {
         let root: PathBuf = self.state.sessions_root.clone();
         let dir: PathBuf = self.state.session_dir.clone();
         let done = self.side.listing_reporter();
@@ -37,8 +38,11 @@ impl SessionLoop {
                 });
             });
         match spawned {
-            Ok(_) => self.side.listing_started(),
-            Err(e) => self.respond(Response::err(
+            Ok(_) => {
+                self.side.listing_started();
+                Reply::later()
+            }
+            Err(e) => Reply::now(Response::err(
                 id,
                 "list_sessions",
                 format!("cannot list sessions: {e}"),

@@ -22,6 +22,7 @@ pub mod models;
 mod outbox;
 pub mod project;
 pub mod queue;
+mod reply;
 pub mod retry;
 pub mod run;
 mod sandbox;
@@ -153,9 +154,6 @@ pub struct SessionLoop {
     pub user_bash: Option<(Option<Value>, String)>,
     /// Applied to every tool call as it starts.
     pub tool_policy: crate::tools::guard::ToolPolicy,
-    /// A run to start right after the current command's response (a queued message continuing
-    /// an idle session).
-    pub pending_continuation: Option<Vec<crate::protocol::message::UserMessage>>,
     /// A summary being written (manual or automatic compaction).
     pub compaction: Option<compaction::Compaction>,
     /// The hooks loaded at start (`hooks.rs`); `None` until then.
@@ -207,7 +205,6 @@ impl SessionLoop {
             next_generation: 0,
             user_bash: None,
             tool_policy: Default::default(),
-            pending_continuation: None,
             compaction: None,
             hooks: None,
             side: side::SideWorkers::new(),

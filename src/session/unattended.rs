@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::reply::{Reply, Then};
 use super::run::{Phase, Run, RunStop};
 use super::state::Session;
 use super::SessionLoop;
@@ -52,7 +53,11 @@ fn typed(r: &Refusal) -> TypedError {
 }
 
 impl SessionLoop {
-    pub(super) fn negotiate_unattended(&mut self, id: Option<Value>, p: NegotiateUnattendedParams) {
+    pub(super) fn negotiate_unattended(
+        &mut self,
+        id: Option<Value>,
+        p: NegotiateUnattendedParams,
+    ) -> Reply {
         let command = "negotiate_unattended";
         let response = match self
             .unattended
@@ -61,11 +66,16 @@ impl SessionLoop {
             Ok(accepted) => Response::ok(id, command, Some(&accepted)),
             Err(r) => Response::err_detailed(id, command, typed(&r), r.details),
         };
-        self.respond(response);
+        Reply::now(response)
     }
 
-    /// The preflight of a command; `true` when it was refused (and answered).
-    pub(super) fn unattended_refuses(&mut self, id: &Option<Value>, command: &Command) -> bool {
+    /// The preflight of a command: its refusal, if refused (the first breach of the budget
+    /// then stops what runs, after the refusal).
+    pub(super) fn unattended_refusal(
+        &mut self,
+        id: &Option<Value>,
+        command: &Command,
+    ) -> Option<Reply> {
         let bash = match command {
             Command::Bash(b) => Some(b.command.as_str()),
             _ => None,
@@ -73,21 +83,21 @@ impl SessionLoop {
         let name = command.name();
         let verdict = self.unattended.preflight(name, bash, &self.state.id);
         let (refusal, first) = match verdict {
-            Verdict::Allow => return false,
+            Verdict::Allow => return None,
             Verdict::Deny(r) => (r, false),
             Verdict::Exceeded { refusal, first } => (refusal, first),
         };
         let details = refusal.details.clone();
-        self.respond(Response::err_detailed(
+        let reply = Reply::now(Response::err_detailed(
             id.clone(),
             name,
             typed(&refusal),
             details,
         ));
-        if first {
-            self.budget_stop(&refusal);
-        }
-        true
+        Some(match first {
+            true => reply.then(Then::BudgetStop(refusal)),
+            false => reply,
+        })
     }
 
     /// Before one of the model's tool calls.
