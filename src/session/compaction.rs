@@ -67,6 +67,30 @@ pub struct Compaction {
     origin: Origin,
 }
 
+impl Compaction {
+    /// The summary (or handoff document) in the finished reply; a reply without text is a
+    /// failure.
+    fn summary_of(&self, message: &AssistantMessage) -> Result<String, String> {
+        let summary = message.text();
+        if !summary.trim().is_empty() {
+            return Ok(summary);
+        }
+        Err(match self.origin.is_handoff() {
+            true => NO_CONTENT.into(),
+            false => "Summarization failed: the model returned no text".into(),
+        })
+    }
+
+    /// The request failed with `error`.
+    fn failure(&self, error: &str) -> Result<String, String> {
+        let what = match self.origin.is_handoff() {
+            true => "Handoff failed",
+            false => "Summarization failed",
+        };
+        Err(format!("{what}: {error}"))
+    }
+}
+
 /// Where the kept part starts: the earliest user message from which the rest fits in `keep`
 /// tokens, or else the last user message. `None` when nothing before it could be summarised.
 pub fn cut_point(messages: &[AgentMessage], keep: u64) -> Option<usize> {
@@ -264,10 +288,6 @@ impl SessionLoop {
 
     /// Provider events of the compaction stream.
     pub fn on_compaction(&mut self, msg: ProviderMsg) {
-        let handoff = self
-            .compaction
-            .as_ref()
-            .is_some_and(|c| c.origin.is_handoff());
         let Some(c) = &mut self.compaction else {
             return;
         };
@@ -277,26 +297,15 @@ impl SessionLoop {
             // A summary is a model request too: its usage counts against an unattended budget.
             ProviderEvent::Done(message) if self.unattended_commit(&message) => {}
             ProviderEvent::Done(message) => {
-                let summary = message.text();
-                if summary.trim().is_empty() {
-                    let e = if handoff {
-                        NO_CONTENT
-                    } else {
-                        "Summarization failed: the model returned no text"
-                    };
-                    self.finish_compaction(Err(e.into()));
-                } else {
-                    self.finish_compaction(Ok(summary));
+                if let Some(outcome) = self.compaction.as_ref().map(|c| c.summary_of(&message)) {
+                    self.finish_compaction(outcome);
                 }
             }
             ProviderEvent::Failed(f) => {
-                let e = f.message.error_message.unwrap_or_default();
-                let what = if handoff {
-                    "Handoff failed"
-                } else {
-                    "Summarization failed"
-                };
-                self.finish_compaction(Err(format!("{what}: {e}")));
+                let error = f.message.error_message.unwrap_or_default();
+                if let Some(outcome) = self.compaction.as_ref().map(|c| c.failure(&error)) {
+                    self.finish_compaction(outcome);
+                }
             }
         }
     }

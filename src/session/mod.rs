@@ -7,8 +7,12 @@
 //! (in the order they were read), then work events (provider, tools, user bash, timers).
 //!
 //! Output never blocks it either (`crate::output`): while the host is not reading stdout, the
-//! loop stops taking commands (the control lane still works) and merges streamed deltas into one
-//! held `message_update` until the writer catches up.
+//! loop stops taking commands (the control lane still works) and its outbox (`outbox.rs`) merges
+//! streamed deltas into one held `message_update` until the writer catches up.
+//!
+//! The session's parts own their state: the run its phase (`run/phase.rs`), the outbox the
+//! output lane, the side workers their lanes (`side.rs`); a command answers with a value
+//! (`reply.rs`) that the loop sends before the post-command steps.
 
 pub mod checkpoint;
 pub mod commands;
@@ -141,29 +145,29 @@ impl Lanes {
 }
 
 pub struct SessionLoop {
-    pub state: Session,
-    pub run: Option<Run>,
+    state: Session,
+    run: Option<Run>,
     ch: Lanes,
     /// Every frame the session sends goes through it.
     outbox: Outbox,
-    pub bash: BashHandle,
-    pub host: HostHandle,
+    bash: BashHandle,
+    host: HostHandle,
     /// Run generations: events of an abandoned run or stream are recognised and dropped.
     next_generation: u64,
     /// The `id` and command text of the user `bash` command in flight, if any.
-    pub user_bash: Option<(Option<Value>, String)>,
+    user_bash: Option<(Option<Value>, String)>,
     /// Applied to every tool call as it starts.
-    pub tool_policy: crate::tools::guard::ToolPolicy,
+    tool_policy: crate::tools::guard::ToolPolicy,
     /// A summary being written (manual or automatic compaction).
-    pub compaction: Option<compaction::Compaction>,
+    compaction: Option<compaction::Compaction>,
     /// The hooks loaded at start (`hooks.rs`); `None` until then.
-    pub hooks: Option<std::sync::Arc<crate::hooks::Hooks>>,
+    hooks: Option<std::sync::Arc<crate::hooks::Hooks>>,
     /// Prompt hooks, model discovery and session listings running on threads of their own.
     side: side::SideWorkers,
     /// This process's record in the session registry.
     registry: crate::registry::Registry,
     /// The unattended control plane, consulted before commands and tool calls.
-    pub unattended: crate::control::Plane,
+    unattended: crate::control::Plane,
     /// The kernel sandbox commands run in (`sandbox.rs`).
     sandbox: crate::sandbox::Sandbox,
 }
