@@ -249,7 +249,7 @@ impl SessionLoop {
         }
         match self.start_compaction(super::compaction::Origin::Manual(id.clone()), custom) {
             Ok(()) => Reply::later(),
-            Err(e) => Reply::answer(id, "compact", Err(CommandError::Refused(e))),
+            Err(e) => Reply::answer(id, "compact", Err(e)),
         }
     }
 

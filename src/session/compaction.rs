@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::reply::CommandError::{self, Credentials, Io, Refused};
 use super::run::Phase;
 use super::SessionLoop;
 use crate::protocol::message::{
@@ -204,22 +205,28 @@ impl SessionLoop {
     }
 
     /// Starts summarising; the outcome arrives as provider events of a stream of its own.
-    pub fn start_compaction(&mut self, origin: Origin, custom: Option<&str>) -> Result<(), String> {
+    pub fn start_compaction(
+        &mut self,
+        origin: Origin,
+        custom: Option<&str>,
+    ) -> Result<(), CommandError> {
         if self.compaction.is_some() {
-            return Err("Compaction already in progress".into());
+            return Err(Refused("Compaction already in progress".into()));
         }
         if self.state.store.last_kind.as_deref() == Some("compaction") {
-            return Err("Already compacted".into());
+            return Err(Refused("Already compacted".into()));
         }
-        let (model, api_key) = self.state.credentials()?;
-        let cut = cut_point(self.state.messages.parsed()?, keep_tokens())
-            .ok_or("Nothing to compact (session too small)")?;
+        let (model, api_key) = self.state.credentials().map_err(Credentials)?;
+        let messages = self.state.messages.parsed().map_err(Io)?;
+        let cut = cut_point(messages, keep_tokens())
+            .ok_or_else(|| Refused("Nothing to compact (session too small)".into()))?;
         let tokens_before = self
             .state
             .context_usage()
             .and_then(|u| u.tokens)
             .unwrap_or(0);
-        let prompt = summary_prompt(&self.state.messages.parsed()?[..cut], custom);
+        let messages = self.state.messages.parsed().map_err(Io)?;
+        let prompt = summary_prompt(&messages[..cut], custom);
         self.before_compact_hooks(match origin {
             Origin::Manual(_) | Origin::Handoff(_) => "manual",
             Origin::Threshold | Origin::AutoHandoff => "threshold",

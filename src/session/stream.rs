@@ -142,16 +142,13 @@ impl SessionLoop {
                 None,
             ) {
                 Ok(()) => return,
-                Err(e) => {
-                    let result: Result<serde_json::Value, String> = Err(e);
-                    self.emit(AgentEvent::AutoCompactionEnd {
-                        action: "context-full",
-                        result: None,
-                        aborted: false,
-                        will_retry: false,
-                        error_message: result.err(),
-                    });
-                }
+                Err(e) => self.emit(AgentEvent::AutoCompactionEnd {
+                    action: "context-full",
+                    result: None,
+                    aborted: false,
+                    will_retry: false,
+                    error_message: Some(e.to_string()),
+                }),
             }
         }
         let policy = self.state.retry.clone();

@@ -40,11 +40,7 @@ impl SessionLoop {
 
     /// The next timer: a retry back-off, or the stall watchdog of a stream.
     pub fn deadline(&self) -> Option<Instant> {
-        match self.run.as_ref()?.phase() {
-            Phase::RetryWait { until, .. } => Some(*until),
-            Phase::Streaming { last_event, .. } => Some(*last_event + stall_timeout()),
-            _ => None,
-        }
+        self.run.as_ref()?.deadline(stall_timeout())
     }
 
     /// Starts a run with the given prompt messages (the queue of steering messages follows them).

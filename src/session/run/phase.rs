@@ -154,6 +154,15 @@ impl Run {
         self.phase = next;
     }
 
+    /// When the phase times out: a retry's back-off, or a stream silent for `stall`.
+    pub fn deadline(&self, stall: std::time::Duration) -> Option<Instant> {
+        match &self.phase {
+            Phase::RetryWait { until, .. } => Some(*until),
+            Phase::Streaming { last_event, .. } => Some(*last_event + stall),
+            _ => None,
+        }
+    }
+
     /// Ends the current phase, returning its data; the run is `Idle` until it enters the next.
     pub fn leave(&mut self) -> Phase {
         std::mem::replace(&mut self.phase, Phase::Idle)
@@ -247,6 +256,23 @@ mod tests {
         }
         assert!(!RetryWait.may_enter(Compacting));
         assert!(!Streaming.may_enter(BeforePrompt));
+    }
+
+    #[test]
+    fn only_a_retry_wait_or_a_stream_has_a_deadline() {
+        let mut run = Run::new(1);
+        let stall = std::time::Duration::from_secs(1);
+        assert_eq!(run.deadline(stall), None);
+        let until = Instant::now() + stall;
+        run.enter(Phase::RetryWait {
+            until,
+            failed: AssistantMessage::empty("", "", ""),
+            told: Told::Nothing,
+        });
+        assert_eq!(run.deadline(stall), Some(until));
+        run.leave();
+        run.enter(tools());
+        assert_eq!(run.deadline(stall), None);
     }
 
     #[test]
