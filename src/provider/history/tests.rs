@@ -1,3 +1,5 @@
+use std::io::Read;
+
 use serde_json::{json, Value};
 
 use super::*;
