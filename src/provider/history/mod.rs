@@ -52,32 +52,6 @@ pub enum Layout {
     },
 }
 
-/// A message (already replayed) as the API's role and array items.
-pub type EncodeFn = fn(&AgentMessage, &Model) -> (&'static str, Vec<Value>);
-
-fn encoder(api: Api) -> (EncodeFn, Layout) {
-    match api {
-        Api::AnthropicMessages => (
-            super::anthropic::encode_message,
-            Layout::Merged {
-                field: "content",
-                mark_last: true,
-            },
-        ),
-        Api::Google => (
-            super::gemini::encode_message,
-            Layout::Merged {
-                field: "parts",
-                mark_last: false,
-            },
-        ),
-        Api::OpenAiCompletions => (super::openai_chat::encode_message, Layout::Flat),
-        Api::OpenAiResponses => (super::openai_responses::encode_message, Layout::Flat),
-        // Nothing is encoded for the scripted provider; an empty history is what it would get.
-        Api::Scripted => (|_, _| ("", Vec::new()), Layout::Flat),
-    }
-}
-
 /// What a message's encoding depends on besides the message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Key {
@@ -230,7 +204,14 @@ impl HistoryCache {
                 ..HistoryCache::default()
             };
         }
-        let (encode, layout) = encoder(model.api);
+        // The scripted provider speaks no wire API: nothing is encoded for it, as an empty
+        // history is what it would get.
+        let wire = model.api.wire();
+        let layout = wire.map_or(Layout::Flat, |w| w.layout());
+        let encode = |m: &AgentMessage, model: &Model| match wire {
+            Some(w) => w.encode_message(m, model),
+            None => ("", Vec::new()),
+        };
         let mut replayed = Vec::new();
         for message in &messages[self.consumed..] {
             self.tool_results |= matches!(message, AgentMessage::ToolResult(_));
