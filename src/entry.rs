@@ -30,6 +30,12 @@ pub fn main() -> i32 {
             return 2;
         }
     };
+    // The environment is read once, here; `--no-todo-reminders` overrides its setting.
+    let mut settings = crate::settings::Settings::from_env();
+    if args.no_todo_reminders {
+        settings.todo_reminders = 0;
+    }
+    crate::settings::install(settings);
     crate::app::run(args, parent)
 }
 

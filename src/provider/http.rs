@@ -11,7 +11,7 @@ use super::builder::MessageBuilder;
 use super::catalog::price;
 use super::failure::{classify_http, classify_message, requested_wait, retry_after_cap};
 use super::logging::request_line;
-use super::sse::{SseError, SseLimits, SseReader};
+use super::sse::{SseError, SseReader};
 use super::wire::{self, Decoder, StreamError, WireApi};
 use super::{CancelFlag, EventSink, ProviderEvent, ProviderFailure, ProviderRequest};
 use crate::protocol::message::{AssistantMessage, StopReason};
@@ -88,7 +88,7 @@ pub fn run_stream(
     };
     let mut reader = SseReader::with_limits(
         BufReader::with_capacity(16 * 1024, body),
-        SseLimits::from_env(),
+        crate::settings::get().sse,
     );
     let Some(message) = stream(
         builder,
