@@ -35,7 +35,12 @@ pub fn main() -> i32 {
     if args.no_todo_reminders {
         settings.todo_reminders = 0;
     }
-    crate::settings::install(settings);
+    if !crate::settings::install(settings) {
+        // Something read the settings before this point and got the environment's.
+        log::warn!(
+            "settings were read before start-up resolved them; --no-todo-reminders may not apply"
+        );
+    }
     crate::app::run(args, parent)
 }
 
