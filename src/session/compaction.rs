@@ -26,10 +26,7 @@ use crate::provider::{self, ProviderEvent, ProviderMsg, ProviderRequest, StreamH
 
 /// Tokens kept verbatim after the summary (`GJC_COMPACT_KEEP_TOKENS`).
 fn keep_tokens() -> u64 {
-    std::env::var("GJC_COMPACT_KEEP_TOKENS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000)
+    crate::settings::get().compact_keep_tokens
 }
 
 /// Room left free for the next reply before automatic compaction starts.

@@ -217,7 +217,7 @@ impl SessionLoop {
 
 /// `GJC_COMPACTION_STRATEGY`: `handoff`, or `context-full` (the default; anything else too).
 fn strategy_is_handoff() -> bool {
-    std::env::var("GJC_COMPACTION_STRATEGY").is_ok_and(|v| v == "handoff")
+    crate::settings::get().compaction_strategy == crate::settings::CompactionStrategy::Handoff
 }
 
 #[cfg(test)]

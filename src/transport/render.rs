@@ -49,14 +49,7 @@ fn todo_lines(phases: &[TodoPhase]) -> Vec<String> {
 
 /// Whether `setTitle` requests are emitted (`GJC_RPC_EMIT_TITLE` = 1, true, yes or on).
 pub fn titles_enabled() -> bool {
-    std::env::var("GJC_RPC_EMIT_TITLE")
-        .map(|v| {
-            matches!(
-                v.trim().to_ascii_lowercase().as_str(),
-                "1" | "true" | "yes" | "on"
-            )
-        })
-        .unwrap_or(false)
+    crate::settings::get().emit_title
 }
 
 #[cfg(test)]

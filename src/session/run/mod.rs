@@ -21,11 +21,7 @@ use crate::provider::{self, ProviderRequest};
 
 /// How long a stream may go without a single event before it counts as stalled.
 pub(super) fn stall_timeout() -> Duration {
-    let ms = std::env::var("GJC_STREAM_IDLE_TIMEOUT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300_000);
-    Duration::from_millis(ms)
+    crate::settings::get().stream_idle_timeout
 }
 
 /// The status line shown while a retry waits; cleared when the retry ends either way.
