@@ -18,6 +18,7 @@ pub mod gates;
 mod handoff;
 pub mod hooks;
 pub mod listing;
+pub mod mcp;
 pub mod models;
 pub mod project;
 pub mod queue;
@@ -147,6 +148,8 @@ pub struct SessionLoop {
     /// (`flush_out`): queued one by one, each woke the writer for one frame and one write.
     outbox: Vec<(Outbound, usize)>,
     closing: bool,
+    /// The session's MCP servers (`mcp.rs`); a front end may hand some over before `run`.
+    pub mcp: mcp::McpServers,
 }
 
 enum Event {
@@ -162,6 +165,7 @@ enum Event {
     PromptHook(crate::hooks::prompt::PromptHookDone),
     Discovered(models::Discovered),
     Listed(listing::Listed),
+    Mcp(crate::mcp::server::Changed),
 }
 
 impl SessionLoop {
@@ -202,6 +206,7 @@ impl SessionLoop {
             snapshot_bytes: 0,
             outbox: Vec::new(),
             closing: false,
+            mcp: mcp::McpServers::default(),
         }
     }
 
@@ -210,6 +215,7 @@ impl SessionLoop {
         self.registry_update();
         self.start_hooks();
         self.recover_gates();
+        self.start_mcp();
         while !self.closing {
             // Everything produced so far goes out before the loop waits again. While the model
             // stream's next events are already queued, the frames wait for theirs: what one read
@@ -268,6 +274,7 @@ impl SessionLoop {
                 Event::PromptHook(done) => self.on_prompt_hooks(done),
                 Event::Discovered(found) => self.on_discovered(found),
                 Event::Listed(listed) => self.on_listed(listed),
+                Event::Mcp(changed) => self.on_mcp_changed(changed),
             }
         }
         self.shutdown();
@@ -311,6 +318,7 @@ impl SessionLoop {
             recv(self.prompt_hooks.1) -> m => m.map(Event::PromptHook).unwrap_or(Event::Timer),
             recv(self.discovered.1) -> m => m.map(Event::Discovered).unwrap_or(Event::Timer),
             recv(self.listed.1) -> m => m.map(Event::Listed).unwrap_or(Event::Timer),
+            recv(self.mcp.changes()) -> m => m.map(Event::Mcp).unwrap_or(Event::Timer),
             recv(timer) -> _ => Event::Timer,
         }
     }
@@ -333,6 +341,7 @@ impl SessionLoop {
         self.flush_held();
         self.flush_out();
         self.end_hooks();
+        self.mcp.stop_all();
         self.bash.shutdown();
         self.host.shutdown("RPC client disconnected");
         self.state.store.sync();

@@ -74,6 +74,8 @@ pub enum Phase {
     },
     /// Waiting for an automatic compaction (`SessionLoop::compaction`).
     Compacting,
+    /// The model request waits for MCP servers still starting, until this at most (`mcp.rs`).
+    AwaitServers { until: Instant },
     /// Between phases (never observed outside a method).
     Idle,
 }
@@ -110,7 +112,7 @@ impl SessionLoop {
     /// The next timer: a retry back-off, or the stall watchdog of a stream.
     pub fn deadline(&self) -> Option<Instant> {
         match &self.run.as_ref()?.phase {
-            Phase::RetryWait { until, .. } => Some(*until),
+            Phase::RetryWait { until, .. } | Phase::AwaitServers { until } => Some(*until),
             Phase::Streaming { last_event, .. } => Some(*last_event + stall_timeout()),
             _ => None,
         }
@@ -206,6 +208,9 @@ impl SessionLoop {
     }
 
     pub(super) fn request_model(&mut self) {
+        if self.await_servers() {
+            return;
+        }
         let ready = self.state.credentials().and_then(|c| {
             // The scripted provider reads the messages; the others get them encoded.
             if c.0.api == crate::provider::catalog::Api::Scripted {
@@ -443,7 +448,9 @@ impl SessionLoop {
                 }
                 self.finish_aborted(failed, told);
             }
-            Phase::Compacting | Phase::Idle => self.end_run(Outcome::Aborted, None),
+            Phase::Compacting | Phase::Idle | Phase::AwaitServers { .. } => {
+                self.end_run(Outcome::Aborted, None)
+            }
         }
     }
 
