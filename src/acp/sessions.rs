@@ -140,7 +140,7 @@ impl<W: Write> Front<W> {
         if self.turn.is_some() {
             return self.wire.respond::<()>(id, Err(busy()));
         }
-        let mcp = !p.mcp_servers.is_empty();
+        let mcp = !self.use_mcp_servers(&p.mcp_servers).is_empty();
         // The session gjc started with serves the first `session/new` in its folder; later ones
         // start afresh.
         let reuse = !self.session_used && cwd == self.cwd;
@@ -164,6 +164,7 @@ impl<W: Write> Front<W> {
         id: RequestId,
         p: LoadSessionRequest,
     ) -> std::io::Result<()> {
+        self.mcp_for_stored(&p.session_id.0, &p.cwd, &p.mcp_servers)?;
         self.open_stored(id, p.session_id.0.to_string(), &p.cwd, true)
     }
 
@@ -172,7 +173,24 @@ impl<W: Write> Front<W> {
         id: RequestId,
         p: ResumeSessionRequest,
     ) -> std::io::Result<()> {
+        self.mcp_for_stored(&p.session_id.0, &p.cwd, &p.mcp_servers)?;
         self.open_stored(id, p.session_id.0.to_string(), &p.cwd, false)
+    }
+
+    /// The editor's servers for a session it loads or resumes, once the request is valid.
+    fn mcp_for_stored(
+        &mut self,
+        wanted: &str,
+        cwd: &Path,
+        servers: &[agent_client_protocol_schema::v1::McpServer],
+    ) -> std::io::Result<()> {
+        if session_id(wanted).is_err() || project(cwd).is_err() || self.turn.is_some() {
+            return Ok(());
+        }
+        if !self.use_mcp_servers(servers).is_empty() {
+            self.notice("gjc connects to stdio MCP servers only; the HTTP and SSE ones listed were not started")?;
+        }
+        Ok(())
     }
 
     /// Switches the session to the stored one with id `wanted`, working in `cwd`.
@@ -377,7 +395,7 @@ impl<W: Write> Front<W> {
             .config_options(self.config_options());
         self.wire.respond(id, Ok(response))?;
         if mcp {
-            self.notice("gjc does not connect to MCP servers; the ones listed were not started")?;
+            self.notice("gjc connects to stdio MCP servers only; the HTTP and SSE ones listed were not started")?;
         }
         self.opened_updates()
     }

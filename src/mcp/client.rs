@@ -17,7 +17,10 @@ use super::transport::{Incoming, Transport};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
     /// The server answered with a JSON-RPC error.
-    Rpc { code: i64, message: String },
+    Rpc {
+        code: i64,
+        message: String,
+    },
     TimedOut,
     Cancelled,
     /// The connection is gone: why.
@@ -90,13 +93,32 @@ impl Client {
         Ok(client)
     }
 
+    /// Why the connection is gone, waiting up to `limit` for the reader to say (a failed
+    /// write learns of a dead server before its reader has its last words).
+    pub fn closed_within(&self, limit: Duration) -> Option<String> {
+        let until = Instant::now() + limit;
+        loop {
+            let closed = self.closed();
+            if closed.is_some() || Instant::now() >= until {
+                return closed;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Why the connection is gone, once it is.
     pub fn closed(&self) -> Option<String> {
-        self.closed.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.closed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn send(&self, message: &Value) -> Result<(), Failure> {
-        let transport = self.transport.get().ok_or(Failure::Closed("not connected".into()))?;
+        let transport = self
+            .transport
+            .get()
+            .ok_or(Failure::Closed("not connected".into()))?;
         transport.send(message).map_err(Failure::Closed)
     }
 
@@ -120,7 +142,10 @@ impl Client {
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = bounded(1);
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tx);
         let progress_rx = on_progress.map(|(token, _)| {
             let (ptx, prx) = unbounded();
             self.progress
@@ -141,13 +166,27 @@ impl Client {
             Err(e) => Err(e),
             Ok(()) => self.wait(&rx, progress_rx.as_ref(), on_progress, timeout, cancelled),
         };
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
         if let Some((token, _)) = on_progress {
-            self.progress.lock().unwrap_or_else(|e| e.into_inner()).remove(token);
+            self.progress
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(token);
         }
-        if matches!(outcome, Err(Failure::TimedOut | Failure::Cancelled)) && method != "initialize" {
-            let reason = if outcome == Err(Failure::TimedOut) { "timed out" } else { "cancelled by the user" };
-            self.notify("notifications/cancelled", json!({"requestId": id, "reason": reason}));
+        if matches!(outcome, Err(Failure::TimedOut | Failure::Cancelled)) && method != "initialize"
+        {
+            let reason = if outcome == Err(Failure::TimedOut) {
+                "timed out"
+            } else {
+                "cancelled by the user"
+            };
+            self.notify(
+                "notifications/cancelled",
+                json!({"requestId": id, "reason": reason}),
+            );
         }
         outcome
     }
@@ -199,10 +238,18 @@ impl Client {
             Incoming::Message(m) => m,
             Incoming::Closed(why) => {
                 *self.closed.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
-                for (_, waiter) in self.pending.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+                // The owner marks the server failed before any waiter hears of it: the next
+                // call then sees the failure (and its back-off), not a half-dead connection.
+                (self.notes)(Note::Closed(why.clone()));
+                for (_, waiter) in self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .drain()
+                {
                     let _ = waiter.send(Err(Failure::Closed(why.clone())));
                 }
-                return (self.notes)(Note::Closed(why));
+                return;
             }
         };
         let method = message.get("method").and_then(Value::as_str);
@@ -211,9 +258,12 @@ impl Client {
             (Some(method), Some(id)) => self.answer_request(method, id.clone()),
             (Some(method), None) => self.on_notification(method, message.get("params")),
             (None, Some(id)) => {
-                let waiter = id
-                    .as_u64()
-                    .and_then(|id| self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id));
+                let waiter = id.as_u64().and_then(|id| {
+                    self.pending
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&id)
+                });
                 // No waiter: a late reply to a call given up, or an id we never sent.
                 if let Some(waiter) = waiter {
                     let _ = waiter.send(reply_of(&message));
@@ -243,12 +293,22 @@ impl Client {
                     Some(other) => other.to_string(),
                     None => return,
                 };
-                let sender = self.progress.lock().unwrap_or_else(|e| e.into_inner()).get(&token).cloned();
-                if let (Some(sender), Some(progress)) = (sender, params.get("progress").and_then(Value::as_f64)) {
+                let sender = self
+                    .progress
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&token)
+                    .cloned();
+                if let (Some(sender), Some(progress)) =
+                    (sender, params.get("progress").and_then(Value::as_f64))
+                {
                     let _ = sender.send(Progress {
                         progress,
                         total: params.get("total").and_then(Value::as_f64),
-                        message: params.get("message").and_then(Value::as_str).map(str::to_string),
+                        message: params
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
                     });
                 }
             }

@@ -37,7 +37,12 @@ impl std::fmt::Debug for Spec {
     // Values of env and headers are secrets: only their names are shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Spec::Stdio { command, args, env, cwd } => f
+            Spec::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
                 .debug_struct("Stdio")
                 .field("command", command)
                 .field("args", args)
@@ -47,7 +52,10 @@ impl std::fmt::Debug for Spec {
             Spec::Http { url, headers } => f
                 .debug_struct("Http")
                 .field("url", url)
-                .field("headers", &headers.iter().map(|(k, _)| k).collect::<Vec<_>>())
+                .field(
+                    "headers",
+                    &headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+                )
                 .finish(),
         }
     }
@@ -93,7 +101,9 @@ struct Entry {
 
 /// A timeout in seconds from the config, bounded to something sane.
 fn seconds(value: Option<f64>, default: f64) -> Duration {
-    let secs = value.filter(|v| v.is_finite() && *v > 0.0).unwrap_or(default);
+    let secs = value
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .unwrap_or(default);
     Duration::from_secs_f64(secs.clamp(0.05, 3600.0))
 }
 
@@ -141,7 +151,10 @@ pub fn load(agent_dir: &Path, project: &Path, trusted: bool) -> (Vec<ServerConfi
 }
 
 /// One file's servers; a missing file has none.
-fn read_file(path: &Path, var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<ServerConfig>, String> {
+fn read_file(
+    path: &Path,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<ServerConfig>, String> {
     let text = match crate::fs::bounded::read_to_string(
         path,
         MAX_FILE_BYTES,
@@ -155,7 +168,10 @@ fn read_file(path: &Path, var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Se
 }
 
 /// Parses a config file's text.
-pub fn parse(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<ServerConfig>, String> {
+pub fn parse(
+    text: &str,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<ServerConfig>, String> {
     let file: File = serde_json::from_str(text).map_err(|e| format!("invalid mcp.json: {e}"))?;
     if file.mcp_servers.len() > MAX_SERVERS {
         return Err(format!("more than {MAX_SERVERS} servers"));
@@ -167,10 +183,13 @@ pub fn parse(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Ser
 }
 
 /// One server's entry (also the shape of `mcp_add_server`'s `config`).
-pub fn entry(name: &str, value: Value, var: &dyn Fn(&str) -> Option<String>) -> Result<ServerConfig, String> {
+pub fn entry(
+    name: &str,
+    value: Value,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<ServerConfig, String> {
     check_name(name)?;
-    let e: Entry =
-        serde_json::from_value(value).map_err(|e| format!("MCP server {name}: {e}"))?;
+    let e: Entry = serde_json::from_value(value).map_err(|e| format!("MCP server {name}: {e}"))?;
     let expand_all = |map: BTreeMap<String, String>| -> Result<Vec<(String, String)>, String> {
         map.into_iter()
             .map(|(k, v)| {
@@ -230,7 +249,10 @@ pub fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(format!("invalid variable name {name:?}"));
         }
-        match (var(name).filter(|v| !v.is_empty() || default.is_none()), default) {
+        match (
+            var(name).filter(|v| !v.is_empty() || default.is_none()),
+            default,
+        ) {
             (Some(v), _) => out.push_str(&v),
             (None, Some(d)) => out.push_str(d),
             (None, None) => return Err(format!("variable {name} is not set")),
@@ -270,7 +292,11 @@ mod tests {
         assert!(!format!("{:?}", servers).contains("s3cret"));
         assert!(parse(r#"{"mcpServers": {"a__b": {"command": "x"}}}"#, &vars).is_err());
         assert!(parse(r#"{"mcpServers": {"a": {}}}"#, &vars).is_err());
-        assert!(parse(r#"{"mcpServers": {"a": {"command": "x", "url": "y"}}}"#, &vars).is_err());
+        assert!(parse(
+            r#"{"mcpServers": {"a": {"command": "x", "url": "y"}}}"#,
+            &vars
+        )
+        .is_err());
         assert!(parse(r#"{"servers": {}}"#, &vars).is_err());
     }
 }

@@ -51,7 +51,10 @@ mod tests {
 
     #[test]
     fn names_are_sanitised_bounded_and_unique() {
-        assert_eq!(model_name("everything", "get-sum", &[]), "mcp__everything__get-sum");
+        assert_eq!(
+            model_name("everything", "get-sum", &[]),
+            "mcp__everything__get-sum"
+        );
         assert_eq!(model_name("a.b", "x.y z", &[]), "mcp__a_b__x_y_z");
         let long = model_name("s", &"t".repeat(100), &[]);
         assert_eq!(long.len(), 64);

@@ -103,7 +103,10 @@ impl Server {
                 let _ = server.connect();
             });
         if let Err(e) = spawned {
-            self.fail(self.inner().generation, format!("cannot start a thread: {e}"));
+            self.fail(
+                self.inner().generation,
+                format!("cannot start a thread: {e}"),
+            );
         }
     }
 
@@ -165,13 +168,14 @@ impl Server {
             },
         )?;
         let timeout = self.config.startup_timeout;
-        let opened = handshake::open(&client, timeout)
-            .and_then(|_| handshake::list_tools(&client, timeout));
+        let opened =
+            handshake::open(&client, timeout).and_then(|_| handshake::list_tools(&client, timeout));
         match opened {
             Ok(tools) => Ok((client, tools)),
             Err(e) => {
                 // The closing reason (its stderr) says more than "did not answer".
-                let why = client.closed().map(|c| format!("{e} ({c})")).unwrap_or(e);
+                let closed = client.closed_within(Duration::from_millis(500));
+                let why = closed.map(|c| format!("{e} ({c})")).unwrap_or(e);
                 std::thread::spawn(move || client.close());
                 Err(why)
             }
@@ -180,7 +184,10 @@ impl Server {
 
     fn fail(&self, generation: u64, reason: String) {
         let mut inner = self.inner();
-        if inner.generation != generation || inner.state == State::Stopped {
+        // Stopped, replaced, or already failed (the reader and the handshake both report it).
+        if inner.generation != generation
+            || matches!(inner.state, State::Stopped | State::Failed { .. })
+        {
             return;
         }
         inner.crashes += 1;
@@ -229,7 +236,10 @@ impl Server {
                 drop(inner);
                 self.tell();
             }
-            Err(e) => log::warn!("MCP server {}: listing its tools again failed: {e}", self.config.name),
+            Err(e) => log::warn!(
+                "MCP server {}: listing its tools again failed: {e}",
+                self.config.name
+            ),
         }
     }
 
@@ -245,7 +255,9 @@ impl Server {
                 }
                 (State::Stopped, _) => return Err(format!("MCP server {name} was stopped")),
                 (State::Starting, _) => {
-                    return Err(format!("MCP server {name} is still starting; try again shortly"))
+                    return Err(format!(
+                        "MCP server {name} is still starting; try again shortly"
+                    ))
                 }
                 (State::Failed { reason }, _) => {
                     if let Some(at) = inner.retry_at.filter(|at| *at > Instant::now()) {

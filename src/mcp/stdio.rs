@@ -55,7 +55,11 @@ impl StderrRing {
 }
 
 /// Starts the server of `spec` (stdio only) in `default_cwd` unless it names its own.
-pub fn spawn(spec: &Spec, default_cwd: &std::path::Path, deliver: Deliver) -> Result<Stdio, String> {
+pub fn spawn(
+    spec: &Spec,
+    default_cwd: &std::path::Path,
+    deliver: Deliver,
+) -> Result<Stdio, String> {
     let Spec::Stdio {
         command,
         args,

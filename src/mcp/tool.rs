@@ -149,7 +149,10 @@ pub fn map_result(result: &Value) -> ToolOutput {
                     None => text.push(&mut blocks, &format!("[binary resource {uri}]")),
                 }
             }
-            other => text.push(&mut blocks, &format!("[content of type {other:?} left out]")),
+            other => text.push(
+                &mut blocks,
+                &format!("[content of type {other:?} left out]"),
+            ),
         }
     }
     let structured = result.get("structuredContent").filter(|v| !v.is_null());
@@ -213,13 +216,25 @@ mod tests {
             {"type": "resource", "resource": {"uri": "x://b", "text": "body"}},
         ], "structuredContent": {"n": 1}, "isError": true}));
         assert!(out.is_error);
-        assert!(matches!(&out.content[1], Content::Image { mime_type, .. } if mime_type == "image/png"));
+        assert!(
+            matches!(&out.content[1], Content::Image { mime_type, .. } if mime_type == "image/png")
+        );
         let all = crate::tools::tests::text(&out);
-        assert!(all.contains("hi") && all.contains("audio/wav") && all.contains("file:///a") && all.contains("body"), "{all}");
+        assert!(
+            all.contains("hi")
+                && all.contains("audio/wav")
+                && all.contains("file:///a")
+                && all.contains("body"),
+            "{all}"
+        );
         assert_eq!(out.details.unwrap()["structuredContent"]["n"], 1);
         let big = map_result(&json!({"content": [{"type": "text", "text": "x".repeat(200_000)}]}));
         let text = crate::tools::tests::text(&big);
-        assert!(text.len() < MAX_TEXT_BYTES + 100 && text.contains("truncated"), "{}", text.len());
+        assert!(
+            text.len() < MAX_TEXT_BYTES + 100 && text.contains("truncated"),
+            "{}",
+            text.len()
+        );
         let only = map_result(&json!({"content": [], "structuredContent": [1, 2]}));
         assert_eq!(crate::tools::tests::text(&only), "[1,2]");
     }

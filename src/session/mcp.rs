@@ -52,10 +52,16 @@ impl McpServers {
 
     fn add(&mut self, config: ServerConfig, cwd: PathBuf) -> Result<(), String> {
         if self.servers.iter().any(|s| s.config.name == config.name) {
-            return Err(format!("an MCP server named {} already exists", config.name));
+            return Err(format!(
+                "an MCP server named {} already exists",
+                config.name
+            ));
         }
         if self.servers.len() >= config::MAX_SERVERS {
-            return Err(format!("a session has at most {} MCP servers", config::MAX_SERVERS));
+            return Err(format!(
+                "a session has at most {} MCP servers",
+                config::MAX_SERVERS
+            ));
         }
         let server = Server::new(config, cwd, self.changed.0.clone());
         server.start();
@@ -98,7 +104,9 @@ impl McpServers {
         self.servers
             .iter()
             .filter(|s| s.state() == State::Starting)
-            .map(|s| *s.started_at.lock().unwrap_or_else(|e| e.into_inner()) + s.config.startup_timeout)
+            .map(|s| {
+                *s.started_at.lock().unwrap_or_else(|e| e.into_inner()) + s.config.startup_timeout
+            })
             .max()
     }
 

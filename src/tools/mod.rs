@@ -243,7 +243,10 @@ impl ToolRegistry {
     }
 
     fn all(&self) -> impl Iterator<Item = &Entry> {
-        self.entries.iter().chain(self.host.iter()).chain(self.mcp.iter())
+        self.entries
+            .iter()
+            .chain(self.host.iter())
+            .chain(self.mcp.iter())
     }
 
     /// Replaces the MCP servers' tools; their schemas compile on first use, like built-ins'.
