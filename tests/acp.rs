@@ -677,3 +677,59 @@ fn bad_input_gets_json_rpc_errors_and_the_process_stays_up() {
     assert_eq!(serde_json::to_value(init.protocol_version).unwrap(), 1);
     assert_eq!(g.close_and_wait().map(|s| s.code()), Some(Some(0)));
 }
+
+/// The absolute path of `node` (ACP wants an absolute command).
+fn node() -> String {
+    let out = Command::new("sh")
+        .args(["-c", "command -v node"])
+        .output()
+        .expect("sh");
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(path.starts_with('/'), "node is needed for the MCP tests");
+    path
+}
+
+#[test]
+fn mcp_servers_of_session_new_are_used_and_kept_to_their_session() {
+    let call = json!({"content": [{"type": "toolCall", "name": "mcp__bad__pid", "arguments": {}}]});
+    let say = json!({"content": [{"type": "text", "text": "ok"}]});
+    let mut g = acp(json!({"turns": [call, say, call, say]}));
+    g.initialize(json!({}));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/misbehaving.js");
+    let id = g.request(
+        "session/new",
+        json!({"cwd": g.project, "mcpServers": [{"name": "bad", "command": node(), "args": [script], "env": [{"name": "X", "value": "1"}]}]}),
+    );
+    let session: NewSessionResponse = serde_json::from_value(g.result(id)).unwrap();
+    let session = session.session_id.0.to_string();
+    g.allow_all(&session);
+    let id = g.prompt(&session, "pid");
+    let (reason, before) = g.stop_reason(id);
+    assert_eq!(reason, "end_turn");
+    let shown = serde_json::to_string(&updates(&before)).unwrap();
+    let pid: String = shown
+        .split("\"text\":\"")
+        .filter_map(|s| s.split('"').next())
+        .find(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()))
+        .unwrap_or_else(|| panic!("the MCP tool answered its pid: {shown}"))
+        .to_string();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+
+    // A new session does not see the first one's servers, and those are stopped.
+    let second = g.new_session();
+    g.allow_all(&second);
+    let id = g.prompt(&second, "pid again");
+    let (_, before) = g.stop_reason(id);
+    let shown = serde_json::to_string(&updates(&before)).unwrap();
+    assert!(shown.contains("not found"), "{shown}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true)
+    };
+    while !gone() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(gone(), "the first session's server {pid} was stopped");
+}
