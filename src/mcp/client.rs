@@ -360,3 +360,121 @@ fn add_modern_meta(params: &mut Value) {
 pub fn client_info() -> Value {
     json!({"name": "gjc", "version": env!("CARGO_PKG_VERSION")})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::transport::Deliver;
+
+    /// A transport that records what is sent; the test delivers what "arrives".
+    struct Fake(Arc<Mutex<Vec<Value>>>);
+
+    impl Transport for Fake {
+        fn send(&self, message: &Value) -> Result<(), String> {
+            self.0.lock().unwrap().push(message.clone());
+            Ok(())
+        }
+        fn close(&self) {}
+    }
+
+    fn client() -> (Arc<Client>, Arc<Mutex<Vec<Value>>>, Arc<Deliver>) {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let deliver: Arc<Mutex<Option<Deliver>>> = Arc::default();
+        let (s, d) = (sent.clone(), deliver.clone());
+        let client = Client::new(
+            |_| {},
+            move |deliver| {
+                *d.lock().unwrap() = Some(deliver);
+                Ok(Box::new(Fake(s)) as Box<dyn Transport>)
+            },
+        )
+        .unwrap();
+        let deliver = Arc::new(deliver.lock().unwrap().take().unwrap());
+        (client, sent, deliver)
+    }
+
+    fn wait_for_sent(sent: &Mutex<Vec<Value>>, n: usize) -> Vec<Value> {
+        for _ in 0..500 {
+            let now = sent.lock().unwrap().clone();
+            if now.len() >= n {
+                return now;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        panic!("only {:?} was sent", sent.lock().unwrap());
+    }
+
+    #[test]
+    fn answers_ping_refuses_undeclared_requests_and_drops_late_replies() {
+        let (client, sent, deliver) = client();
+        deliver(Incoming::Message(
+            json!({"jsonrpc": "2.0", "id": "p", "method": "ping"}),
+        ));
+        deliver(Incoming::Message(
+            json!({"jsonrpc": "2.0", "id": 9, "method": "sampling/createMessage", "params": {}}),
+        ));
+        let out = wait_for_sent(&sent, 2);
+        assert_eq!(out[0], json!({"jsonrpc": "2.0", "id": "p", "result": {}}));
+        assert_eq!(out[1]["error"]["code"], -32601);
+
+        // A request that times out is cancelled; its late reply is dropped, and ids move on.
+        let never = || false;
+        let timed_out = client.request(
+            "tools/list",
+            json!({}),
+            Duration::from_millis(30),
+            &never,
+            None,
+        );
+        assert_eq!(timed_out, Err(Failure::TimedOut));
+        let out = wait_for_sent(&sent, 4);
+        let first_id = out[2]["id"].as_u64().unwrap();
+        assert_eq!(out[3]["method"], "notifications/cancelled");
+        assert_eq!(out[3]["params"]["requestId"], first_id);
+        deliver(Incoming::Message(
+            json!({"jsonrpc": "2.0", "id": first_id, "result": {"late": true}}),
+        ));
+
+        // The next request gets a fresh id and its own answer, with progress on the way.
+        let d = deliver.clone();
+        let s = sent.clone();
+        let answer = std::thread::spawn(move || {
+            let out = wait_for_sent(&s, 5);
+            let id = out[4]["id"].clone();
+            assert_eq!(out[4]["params"]["_meta"]["progressToken"], "tok");
+            d(Incoming::Message(
+                json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": "tok", "progress": 1, "total": 2, "message": "half"}}),
+            ));
+            std::thread::sleep(Duration::from_millis(50));
+            d(Incoming::Message(
+                json!({"jsonrpc": "2.0", "id": id, "result": {"ok": 1}}),
+            ));
+            id
+        });
+        let seen = Mutex::new(Vec::new());
+        let report = |p: Progress| seen.lock().unwrap().push(p.message.unwrap_or_default());
+        let reply = client.request(
+            "tools/call",
+            json!({}),
+            Duration::from_secs(5),
+            &never,
+            Some(("tok", &report)),
+        );
+        let id = answer.join().unwrap();
+        assert_ne!(id.as_u64(), Some(first_id));
+        assert_eq!(reply, Ok(json!({"ok": 1})));
+        assert_eq!(*seen.lock().unwrap(), ["half"]);
+
+        // Once closed, waiters and new requests fail with the reason.
+        deliver(Incoming::Closed("the server exited".into()));
+        let closed = client.request(
+            "tools/list",
+            json!({}),
+            Duration::from_secs(1),
+            &never,
+            None,
+        );
+        assert_eq!(closed, Err(Failure::Closed("the server exited".into())));
+    }
+}
