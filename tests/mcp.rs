@@ -288,3 +288,23 @@ fn servers_from_mcp_json_start_with_the_session_and_none_outlives_gjc() {
     }
     assert!(!alive(pid), "the MCP server {pid} outlived gjc");
 }
+
+#[test]
+fn unattended_runs_call_mcp_tools_only_when_their_action_class_is_allowed() {
+    let mut g = gjc()
+        .script(json!({"turns": [call("mcp__bad__ok", json!({})), say("refused")]}))
+        .spawn();
+    add(&mut g, "bad", misbehaving(&[], 5.0));
+    state_event(&mut g, "bad", "ready");
+    g.ok(json!({"type": "negotiate_unattended", "declaration": {
+        "actor": "ci/runner", "scopes": ["prompt", "message:read"],
+        "action_allowlist": ["command.prompt", "command.message_read", "bash.readonly"],
+        "budget": {"max_tokens": 100000, "max_tool_calls": 10, "max_wall_time_ms": 60000, "max_cost_usd": 5}}}));
+    g.ok(json!({"type": "prompt", "message": "call it"}));
+    let events = g.run_events();
+    let ends = results(&events);
+    assert_eq!(ends[0]["isError"], true);
+    assert!(text_of(&ends[0]).contains("mcp_tool.invoke"), "{}", ends[0]);
+    let end = events.last().unwrap();
+    assert_eq!(end["deniedActions"][0]["tool"], "mcp__bad__ok", "{end}");
+}
