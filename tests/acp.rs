@@ -694,18 +694,37 @@ fn mcp_servers_of_session_new_are_used_and_kept_to_their_session() {
     let call = json!({"content": [{"type": "toolCall", "name": "mcp__bad__pid", "arguments": {}}]});
     let say = json!({"content": [{"type": "text", "text": "ok"}]});
     let mut g = acp(json!({"turns": [call, say, call, say]}));
-    g.initialize(json!({}));
+    g.initialize(json!({"session": {"notices": {}}}));
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/misbehaving.js");
     let id = g.request(
         "session/new",
-        json!({"cwd": g.project, "mcpServers": [{"name": "bad", "command": node(), "args": [script], "env": [{"name": "X", "value": "1"}]}]}),
+        json!({"cwd": g.project, "mcpServers": [
+            {"name": "bad", "command": node(), "args": [script], "env": [{"name": "X", "value": "1"}]},
+            {"name": "dead one", "command": node(), "args": [script, "die-at-start"], "env": []},
+        ]}),
     );
-    let session: NewSessionResponse = serde_json::from_value(g.result(id)).unwrap();
+    let (created, mut seen) = g.response(id);
+    let session: NewSessionResponse = serde_json::from_value(created["result"].clone()).unwrap();
     let session = session.session_id.0.to_string();
-    g.allow_all(&session);
+    let set = g.request(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "permissions", "value": "allow_all"}),
+    );
+    seen.extend(g.response(set).1);
     let id = g.prompt(&session, "pid");
     let (reason, before) = g.stop_reason(id);
     assert_eq!(reason, "end_turn");
+    seen.extend(before.iter().cloned());
+    // The server that could not start is reported to the editor, with its stderr.
+    let is_notice = |m: &Value| {
+        m["params"]["update"]["sessionUpdate"] == "notice"
+            && m.to_string().contains("dead_one failed")
+    };
+    if !seen.iter().any(is_notice) {
+        seen.extend(g.until(is_notice));
+    }
+    let notice = seen.iter().find(|m| is_notice(m)).unwrap();
+    assert!(notice.to_string().contains("missing API key"), "{notice}");
     let shown = serde_json::to_string(&updates(&before)).unwrap();
     let pid: String = shown
         .split("\"text\":\"")
