@@ -42,21 +42,45 @@ fn is_modern_error(code: i64) -> bool {
     (-32022..=-32020).contains(&code)
 }
 
-/// Probes, then shakes hands as the answer says.
-pub fn open(client: &Client, timeout: Duration) -> Result<Era, String> {
+/// What the probe found, per server command line, for this process (the spec's cache): a
+/// restarted server is not probed again.
+static ERAS: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
+
+fn cached_era(key: &str) -> Option<bool> {
+    let eras = ERAS.lock().unwrap_or_else(|e| e.into_inner());
+    eras.iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, modern)| *modern)
+}
+
+fn remember_era(key: &str, modern: bool) {
+    let mut eras = ERAS.lock().unwrap_or_else(|e| e.into_inner());
+    if !eras.iter().any(|(k, _)| k == key) && eras.len() < 256 {
+        eras.push((key.to_string(), modern));
+    }
+}
+
+/// Probes (unless this server's era is known), then shakes hands as the answer says. `key`
+/// names the server for the cache (its command line).
+pub fn open(client: &Client, key: &str, timeout: Duration) -> Result<Era, String> {
     let never = || false;
-    let probe = client.request("server/discover", json!({}), PROBE_TIMEOUT, &never, None);
-    match probe {
-        Ok(_) => {
-            client.set_modern();
-            return Ok(Era::Modern);
+    let modern = match cached_era(key) {
+        Some(modern) => modern,
+        None => {
+            let probe = client.request("server/discover", json!({}), PROBE_TIMEOUT, &never, None);
+            let modern = match probe {
+                Ok(_) => true,
+                Err(Failure::Rpc { code, .. }) => is_modern_error(code),
+                Err(Failure::Closed(why)) => return Err(why),
+                Err(_) => false,
+            };
+            remember_era(key, modern);
+            modern
         }
-        Err(Failure::Rpc { code, .. }) if is_modern_error(code) => {
-            client.set_modern();
-            return Ok(Era::Modern);
-        }
-        Err(Failure::Closed(why)) => return Err(why),
-        Err(_) => {}
+    };
+    if modern {
+        client.set_modern();
+        return Ok(Era::Modern);
     }
     let params = json!({
         "protocolVersion": LEGACY_VERSIONS[0],
@@ -113,4 +137,124 @@ pub fn list_tools(client: &Arc<Client>, timeout: Duration) -> Result<Vec<ToolDef
     }
     tools.truncate(MAX_TOOLS);
     Ok(tools)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::transport::{Deliver, Incoming, Transport};
+    use std::sync::{Arc, Mutex};
+
+    type Answer = fn(&Value) -> Option<Value>;
+
+    /// A server in-process: each request is answered at once by `answer` (`None`: silence).
+    struct Scripted {
+        deliver: Deliver,
+        answer: Answer,
+        seen: Arc<Mutex<Vec<Value>>>,
+    }
+
+    impl Transport for Scripted {
+        fn send(&self, message: &Value) -> Result<(), String> {
+            self.seen.lock().unwrap().push(message.clone());
+            if let Some(result) = (self.answer)(message) {
+                let id = message["id"].clone();
+                let reply = if result.get("code").is_some() {
+                    json!({"jsonrpc": "2.0", "id": id, "error": result})
+                } else {
+                    json!({"jsonrpc": "2.0", "id": id, "result": result})
+                };
+                (self.deliver)(Incoming::Message(reply));
+            }
+            Ok(())
+        }
+        fn close(&self) {}
+    }
+
+    type Seen = Arc<Mutex<Vec<Value>>>;
+
+    fn connect(key: &str, answer: Answer) -> (Result<Era, String>, Vec<Value>, Arc<Client>, Seen) {
+        let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let s = seen.clone();
+        let client = Client::new(
+            |_| {},
+            move |deliver| {
+                Ok(Box::new(Scripted {
+                    deliver,
+                    answer,
+                    seen: s,
+                }) as Box<dyn Transport>)
+            },
+        )
+        .unwrap();
+        let era = open(&client, key, Duration::from_secs(2));
+        let sent = seen.lock().unwrap().clone();
+        (era, sent, client, seen)
+    }
+
+    #[test]
+    fn a_legacy_server_gets_initialize_after_the_probe_and_is_not_probed_again() {
+        let legacy: Answer = |m| match m["method"].as_str()? {
+            "server/discover" => Some(json!({"code": -32601, "message": "Method not found"})),
+            "initialize" => Some(json!({"protocolVersion": "2025-06-18", "capabilities": {}})),
+            _ => None,
+        };
+        let (era, sent, _, _) = connect("legacy-test", legacy);
+        assert_eq!(era, Ok(Era::Legacy("2025-06-18".into())));
+        let methods: Vec<&str> = sent.iter().filter_map(|m| m["method"].as_str()).collect();
+        assert_eq!(
+            methods,
+            ["server/discover", "initialize", "notifications/initialized"]
+        );
+        let (_, again, _, _) = connect("legacy-test", legacy);
+        assert_eq!(again[0]["method"], "initialize", "the era is cached");
+
+        let old: Answer = |m| match m["method"].as_str()? {
+            "initialize" => Some(json!({"protocolVersion": "2024-11-05"})),
+            _ => Some(json!({"code": -32601, "message": "no"})),
+        };
+        assert!(connect("old-test", old)
+            .0
+            .unwrap_err()
+            .contains("2024-11-05"));
+    }
+
+    #[test]
+    fn a_modern_server_is_not_initialized_and_every_request_carries_its_meta() {
+        let modern: Answer = |m| match m["method"].as_str()? {
+            "server/discover" => Some(json!({"supportedVersions": ["2026-07-28"]})),
+            "tools/list" => {
+                Some(json!({"tools": [{"name": "a", "inputSchema": {"type": "object"}}]}))
+            }
+            _ => None,
+        };
+        let (era, sent, client, seen) = connect("modern-test", modern);
+        assert_eq!(era, Ok(Era::Modern));
+        assert_eq!(sent.len(), 1);
+        let tools = list_tools(&client, Duration::from_secs(1)).unwrap();
+        assert_eq!(tools[0].name, "a");
+        let listed = seen.lock().unwrap()[1].clone();
+        let meta = &listed["params"]["_meta"];
+        assert_eq!(
+            meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28",
+            "{listed}"
+        );
+        assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "gjc");
+    }
+
+    #[test]
+    fn tools_are_listed_page_by_page() {
+        let paged: Answer = |m| match m["method"].as_str()? {
+            "tools/list" if m["params"]["cursor"] == "2" => {
+                Some(json!({"tools": [{"name": "second"}, {"noname": 1}]}))
+            }
+            "tools/list" => Some(json!({"tools": [{"name": "first"}], "nextCursor": "2"})),
+            "server/discover" => Some(json!({})),
+            _ => None,
+        };
+        let (_, _, client, _) = connect("paged-test", paged);
+        let tools = list_tools(&client, Duration::from_secs(1)).unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["first", "second"]);
+    }
 }

@@ -168,8 +168,12 @@ impl Server {
             },
         )?;
         let timeout = self.config.startup_timeout;
-        let opened =
-            handshake::open(&client, timeout).and_then(|_| handshake::list_tools(&client, timeout));
+        let key = match &self.config.spec {
+            Spec::Stdio { command, args, .. } => format!("{command}\0{}", args.join("\0")),
+            Spec::Http { url, .. } => url.clone(),
+        };
+        let opened = handshake::open(&client, &key, timeout)
+            .and_then(|_| handshake::list_tools(&client, timeout));
         match opened {
             Ok(tools) => Ok((client, tools)),
             Err(e) => {
