@@ -308,3 +308,35 @@ fn unattended_runs_call_mcp_tools_only_when_their_action_class_is_allowed() {
     let end = events.last().unwrap();
     assert_eq!(end["deniedActions"][0]["tool"], "mcp__bad__ok", "{end}");
 }
+
+#[test]
+fn a_slow_server_delays_neither_ready_nor_the_first_request_past_its_start_up_timeout() {
+    let agent = tempfile::tempdir().unwrap();
+    let mut slow = misbehaving(&["slow-start"], 5.0);
+    slow["startupTimeoutSec"] = json!(1);
+    std::fs::write(
+        agent.path().join("mcp.json"),
+        json!({"mcpServers": {"slow": slow}}).to_string(),
+    )
+    .unwrap();
+    let mut g = gjc()
+        .env("GJC_CODING_AGENT_DIR", agent.path().to_str().unwrap())
+        .script(json!({"turns": [call("mcp__slow__ok", json!({})), say("went on")]}))
+        .spawn();
+    let state = g.ok(json!({"type": "get_state"}));
+    assert_eq!(state["mcpServers"][0]["state"], "starting", "{state}");
+    let asked = Instant::now();
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    let ends = results(&g.run_events());
+    assert!(
+        asked.elapsed() < Duration::from_secs(4),
+        "waited {:?}",
+        asked.elapsed()
+    );
+    assert!(text_of(&ends[0]).contains("not found"), "{}", ends[0]);
+    let failed = state_event(&mut g, "slow", "failed");
+    assert!(
+        failed["reason"].as_str().unwrap().contains("initialize"),
+        "{failed}"
+    );
+}

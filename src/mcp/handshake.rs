@@ -67,7 +67,8 @@ pub fn open(client: &Client, key: &str, timeout: Duration) -> Result<Era, String
     let modern = match cached_era(key) {
         Some(modern) => modern,
         None => {
-            let probe = client.request("server/discover", json!({}), PROBE_TIMEOUT, &never, None);
+            let wait = PROBE_TIMEOUT.min(timeout);
+            let probe = client.request("server/discover", json!({}), wait, &never, None);
             let modern = match probe {
                 Ok(_) => true,
                 Err(Failure::Rpc { code, .. }) => is_modern_error(code),

@@ -1,8 +1,10 @@
 // A small MCP server over stdio (legacy handshake) that misbehaves on request, for the tests in
 // tests/mcp.rs. Modes from argv: "die-at-start" exits at once with a reason on stderr.
+// "slow-start" answers nothing for its first 10 s.
 // Tools: ok, pid, crash, hang, garbage, flood (stderr), big (a result over gjc's message cap).
 "use strict";
 const mode = process.argv[2] || "";
+const awakeAt = Date.now() + (mode === "slow-start" ? 10000 : 0);
 if (mode === "die-at-start") {
   process.stderr.write("fatal: missing API key for the test server\n");
   process.exit(2);
@@ -26,6 +28,7 @@ process.stdin.on("data", (chunk) => {
 });
 process.stdin.on("end", () => process.exit(0));
 function handle(m) {
+  if (Date.now() < awakeAt) return setTimeout(() => handle(m), awakeAt - Date.now());
   if (m.id === undefined) return;
   switch (m.method) {
     case "initialize":
