@@ -4,6 +4,7 @@
 //! SSE ones are reported to the editor as not started.
 
 use std::io::Write;
+use std::path::Path;
 
 use agent_client_protocol_schema::v1::McpServer;
 use serde_json::{json, Map, Value};
@@ -38,6 +39,25 @@ impl<W: Write> Front<W> {
             self.editor_mcp.push(name);
         }
         skipped
+    }
+
+    /// The editor's servers for a session it loads or resumes, once the request is valid.
+    pub(super) fn mcp_for_stored(
+        &mut self,
+        wanted: &str,
+        cwd: &Path,
+        servers: &[agent_client_protocol_schema::v1::McpServer],
+    ) -> std::io::Result<()> {
+        if super::sessions::session_id(wanted).is_err()
+            || super::sessions::project(cwd).is_err()
+            || self.turn.is_some()
+        {
+            return Ok(());
+        }
+        if !self.use_mcp_servers(servers).is_empty() {
+            self.notice("gjc connects to stdio MCP servers only; the HTTP and SSE ones listed were not started")?;
+        }
+        Ok(())
     }
 }
 

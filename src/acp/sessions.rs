@@ -105,7 +105,7 @@ impl Step {
 
 /// The folder of a session request: absolute, existing, a directory, in UTF-8 (the session
 /// command carries it as a string); else invalid params saying which.
-fn project(cwd: &Path) -> Result<PathBuf, Error> {
+pub(super) fn project(cwd: &Path) -> Result<PathBuf, Error> {
     let resolved =
         crate::session::project::resolve_cwd(cwd).map_err(|e| Error::invalid_params().data(e))?;
     if resolved.to_str().is_none() {
@@ -116,7 +116,7 @@ fn project(cwd: &Path) -> Result<PathBuf, Error> {
 
 /// A session id from the client names files, so it must match the one id pattern
 /// ([`crate::ids::is_valid_id`]); else invalid params saying so.
-fn session_id(wanted: &str) -> Result<(), Error> {
+pub(super) fn session_id(wanted: &str) -> Result<(), Error> {
     if crate::ids::is_valid_id(wanted) {
         return Ok(());
     }
@@ -175,22 +175,6 @@ impl<W: Write> Front<W> {
     ) -> std::io::Result<()> {
         self.mcp_for_stored(&p.session_id.0, &p.cwd, &p.mcp_servers)?;
         self.open_stored(id, p.session_id.0.to_string(), &p.cwd, false)
-    }
-
-    /// The editor's servers for a session it loads or resumes, once the request is valid.
-    fn mcp_for_stored(
-        &mut self,
-        wanted: &str,
-        cwd: &Path,
-        servers: &[agent_client_protocol_schema::v1::McpServer],
-    ) -> std::io::Result<()> {
-        if session_id(wanted).is_err() || project(cwd).is_err() || self.turn.is_some() {
-            return Ok(());
-        }
-        if !self.use_mcp_servers(servers).is_empty() {
-            self.notice("gjc connects to stdio MCP servers only; the HTTP and SSE ones listed were not started")?;
-        }
-        Ok(())
     }
 
     /// Switches the session to the stored one with id `wanted`, working in `cwd`.
