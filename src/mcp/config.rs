@@ -172,7 +172,8 @@ pub fn parse(
     text: &str,
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<ServerConfig>, String> {
-    let file: File = serde_json::from_str(text).map_err(|e| format!("invalid mcp.json: {e}"))?;
+    let file: File = serde_json::from_str(text)
+        .map_err(|e| format!("invalid mcp.json: {}", redact(&e.to_string())))?;
     if file.mcp_servers.len() > MAX_SERVERS {
         return Err(format!("more than {MAX_SERVERS} servers"));
     }
@@ -189,7 +190,8 @@ pub fn entry(
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ServerConfig, String> {
     check_name(name)?;
-    let e: Entry = serde_json::from_value(value).map_err(|e| format!("MCP server {name}: {e}"))?;
+    let e: Entry = serde_json::from_value(value)
+        .map_err(|e| format!("MCP server {name}: {}", redact(&e.to_string())))?;
     let expand_all = |map: BTreeMap<String, String>| -> Result<Vec<(String, String)>, String> {
         map.into_iter()
             .map(|(k, v)| {
@@ -229,6 +231,28 @@ pub fn entry(
         startup_timeout: seconds(e.startup_timeout_sec, 10.0),
         tool_timeout: seconds(e.tool_timeout_sec, 60.0),
     })
+}
+
+/// A parse error without the quoted text it may carry (serde quotes the string it found where
+/// another type was expected, and that string may be a secret).
+fn redact(message: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    for c in message.chars() {
+        match (c, quoted) {
+            ('"', false) => {
+                quoted = true;
+                out.push_str("\"…");
+            }
+            ('"', true) => {
+                quoted = false;
+                out.push('"');
+            }
+            (_, true) => {}
+            (c, false) => out.push(c),
+        }
+    }
+    out
 }
 
 /// `${VAR}` and `${VAR:-default}`; an unset variable without a default is an error naming it.
@@ -298,5 +322,14 @@ mod tests {
         )
         .is_err());
         assert!(parse(r#"{"servers": {}}"#, &vars).is_err());
+        let err = parse(
+            r#"{"mcpServers": {"a": {"command": "x", "args": "s3cret"}}}"#,
+            &vars,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("invalid type") && !err.contains("s3cret"),
+            "{err}"
+        );
     }
 }

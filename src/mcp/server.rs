@@ -5,6 +5,7 @@
 //! state afresh: the event, `get_state` and the tool list come from the same value.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -48,6 +49,10 @@ pub struct Server {
     changed: Sender<Changed>,
     /// When the current start began, for the first model request's wait.
     pub started_at: Mutex<Instant>,
+    /// A `tools/list` is under way (`relisting`), and another change came since it began
+    /// (`dirty`): a server that floods `list_changed` gets one listing at a time.
+    relisting: AtomicBool,
+    dirty: AtomicBool,
 }
 
 struct Inner {
@@ -75,6 +80,8 @@ impl Server {
             }),
             changed,
             started_at: Mutex::new(Instant::now()),
+            relisting: AtomicBool::new(false),
+            dirty: AtomicBool::new(false),
         })
     }
 
@@ -211,10 +218,29 @@ impl Server {
         match note {
             Note::Closed(why) => self.fail(generation, why),
             Note::ToolsChanged => {
+                self.dirty.store(true, Ordering::SeqCst);
+                if self.relisting.swap(true, Ordering::SeqCst) {
+                    return;
+                }
                 let server = self.clone();
-                let _ = std::thread::Builder::new()
+                let spawned = std::thread::Builder::new()
                     .name("gjc-mcp-list".into())
-                    .spawn(move || server.relist(generation));
+                    .spawn(move || loop {
+                        // Until no change came in while listing, also one that came as this
+                        // thread was letting go.
+                        while server.dirty.swap(false, Ordering::SeqCst) {
+                            server.relist(generation);
+                        }
+                        server.relisting.store(false, Ordering::SeqCst);
+                        if !server.dirty.load(Ordering::SeqCst)
+                            || server.relisting.swap(true, Ordering::SeqCst)
+                        {
+                            break;
+                        }
+                    });
+                if spawned.is_err() {
+                    self.relisting.store(false, Ordering::SeqCst);
+                }
             }
         }
     }
