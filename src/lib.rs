@@ -51,6 +51,8 @@ pub mod hooks;
 pub mod host;
 pub mod ids;
 #[cfg(feature = "agent")]
+pub mod mcp;
+#[cfg(feature = "agent")]
 pub mod memory;
 #[cfg(feature = "agent")]
 pub mod output;

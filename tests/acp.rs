@@ -677,3 +677,78 @@ fn bad_input_gets_json_rpc_errors_and_the_process_stays_up() {
     assert_eq!(serde_json::to_value(init.protocol_version).unwrap(), 1);
     assert_eq!(g.close_and_wait().map(|s| s.code()), Some(Some(0)));
 }
+
+/// The absolute path of `node` (ACP wants an absolute command).
+fn node() -> String {
+    let out = Command::new("sh")
+        .args(["-c", "command -v node"])
+        .output()
+        .expect("sh");
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(path.starts_with('/'), "node is needed for the MCP tests");
+    path
+}
+
+#[test]
+fn mcp_servers_of_session_new_are_used_and_kept_to_their_session() {
+    let call = json!({"content": [{"type": "toolCall", "name": "mcp__bad__pid", "arguments": {}}]});
+    let say = json!({"content": [{"type": "text", "text": "ok"}]});
+    let mut g = acp(json!({"turns": [call, say, call, say]}));
+    g.initialize(json!({"session": {"notices": {}}}));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/misbehaving.js");
+    let id = g.request(
+        "session/new",
+        json!({"cwd": g.project, "mcpServers": [
+            {"name": "bad", "command": node(), "args": [script], "env": [{"name": "X", "value": "1"}]},
+            {"name": "dead one", "command": node(), "args": [script, "die-at-start"], "env": []},
+        ]}),
+    );
+    let (created, mut seen) = g.response(id);
+    let session: NewSessionResponse = serde_json::from_value(created["result"].clone()).unwrap();
+    let session = session.session_id.0.to_string();
+    let set = g.request(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "permissions", "value": "allow_all"}),
+    );
+    seen.extend(g.response(set).1);
+    let id = g.prompt(&session, "pid");
+    let (reason, before) = g.stop_reason(id);
+    assert_eq!(reason, "end_turn");
+    seen.extend(before.iter().cloned());
+    // The server that could not start is reported to the editor, with its stderr.
+    let is_notice = |m: &Value| {
+        m["params"]["update"]["sessionUpdate"] == "notice"
+            && m.to_string().contains("dead_one failed")
+    };
+    if !seen.iter().any(is_notice) {
+        seen.extend(g.until(is_notice));
+    }
+    let notice = seen.iter().find(|m| is_notice(m)).unwrap();
+    assert!(notice.to_string().contains("missing API key"), "{notice}");
+    let shown = serde_json::to_string(&updates(&before)).unwrap();
+    let pid: String = shown
+        .split("\"text\":\"")
+        .filter_map(|s| s.split('"').next())
+        .find(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()))
+        .unwrap_or_else(|| panic!("the MCP tool answered its pid: {shown}"))
+        .to_string();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+
+    // A new session does not see the first one's servers, and those are stopped.
+    let second = g.new_session();
+    g.allow_all(&second);
+    let id = g.prompt(&second, "pid again");
+    let (_, before) = g.stop_reason(id);
+    let shown = serde_json::to_string(&updates(&before)).unwrap();
+    assert!(shown.contains("not found"), "{shown}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true)
+    };
+    while !gone() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(gone(), "the first session's server {pid} was stopped");
+}

@@ -53,6 +53,8 @@ mod host;
 mod hostile_files;
 /// No test writes to the real home directory.
 mod isolation;
+/// MCP servers as tools, over stdio, against real servers.
+mod mcp;
 /// Prompts, tool loops, steering and follow-ups.
 mod prompt;
 /// Recorded provider streams and what is sent back.

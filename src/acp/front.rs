@@ -103,6 +103,8 @@ pub struct Front<W: Write> {
     pub(super) projects: super::sessions::Projects,
     /// A prompt or load has used the session gjc started with.
     pub(super) session_used: bool,
+    /// The MCP servers the editor gave for the session served (`mcp.rs`).
+    pub(super) editor_mcp: Vec<String>,
     next_id: u64,
     pub(super) next_client_id: i64,
     /// The skills offered as slash commands (the project's and the user's).
@@ -149,6 +151,7 @@ impl<W: Write> Front<W> {
             known: HashSet::new(),
             projects: c.projects,
             session_used: false,
+            editor_mcp: Vec::new(),
             next_id: 0,
             next_client_id: 0,
             skills: c.skills,

@@ -14,6 +14,7 @@
 pub mod callbacks;
 pub mod commands;
 pub mod front;
+mod mcp;
 mod prompt;
 pub mod reader;
 pub mod sessions;

@@ -105,7 +105,7 @@ impl Step {
 
 /// The folder of a session request: absolute, existing, a directory, in UTF-8 (the session
 /// command carries it as a string); else invalid params saying which.
-fn project(cwd: &Path) -> Result<PathBuf, Error> {
+pub(super) fn project(cwd: &Path) -> Result<PathBuf, Error> {
     let resolved =
         crate::session::project::resolve_cwd(cwd).map_err(|e| Error::invalid_params().data(e))?;
     if resolved.to_str().is_none() {
@@ -116,7 +116,7 @@ fn project(cwd: &Path) -> Result<PathBuf, Error> {
 
 /// A session id from the client names files, so it must match the one id pattern
 /// ([`crate::ids::is_valid_id`]); else invalid params saying so.
-fn session_id(wanted: &str) -> Result<(), Error> {
+pub(super) fn session_id(wanted: &str) -> Result<(), Error> {
     if crate::ids::is_valid_id(wanted) {
         return Ok(());
     }
@@ -140,7 +140,7 @@ impl<W: Write> Front<W> {
         if self.turn.is_some() {
             return self.wire.respond::<()>(id, Err(busy()));
         }
-        let mcp = !p.mcp_servers.is_empty();
+        let mcp = !self.use_mcp_servers(&p.mcp_servers).is_empty();
         // The session gjc started with serves the first `session/new` in its folder; later ones
         // start afresh.
         let reuse = !self.session_used && cwd == self.cwd;
@@ -164,6 +164,7 @@ impl<W: Write> Front<W> {
         id: RequestId,
         p: LoadSessionRequest,
     ) -> std::io::Result<()> {
+        self.mcp_for_stored(&p.session_id.0, &p.cwd, &p.mcp_servers)?;
         self.open_stored(id, p.session_id.0.to_string(), &p.cwd, true)
     }
 
@@ -172,6 +173,7 @@ impl<W: Write> Front<W> {
         id: RequestId,
         p: ResumeSessionRequest,
     ) -> std::io::Result<()> {
+        self.mcp_for_stored(&p.session_id.0, &p.cwd, &p.mcp_servers)?;
         self.open_stored(id, p.session_id.0.to_string(), &p.cwd, false)
     }
 
@@ -377,7 +379,7 @@ impl<W: Write> Front<W> {
             .config_options(self.config_options());
         self.wire.respond(id, Ok(response))?;
         if mcp {
-            self.notice("gjc does not connect to MCP servers; the ones listed were not started")?;
+            self.notice("gjc connects to stdio MCP servers only; the HTTP and SSE ones listed were not started")?;
         }
         self.opened_updates()
     }

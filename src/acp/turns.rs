@@ -14,6 +14,11 @@ use crate::protocol::AgentEvent;
 impl<W: Write> Front<W> {
     pub(super) fn on_event(&mut self, event: AgentEvent) -> std::io::Result<()> {
         match event {
+            // A server the session could not start or lost: the editor's user should know.
+            AgentEvent::McpServerState { server } if server.state == "failed" => {
+                let reason = server.reason.unwrap_or_default();
+                self.notice(&format!("MCP server {} failed: {reason}", server.name))
+            }
             AgentEvent::MessageUpdate {
                 assistant_message_event,
                 ..

@@ -347,6 +347,9 @@ impl Plane {
                 (classify_bash(text), Some(text))
             }
             "write" | "edit" => (ActionClass::FileWrite, None),
+            name if name.starts_with(crate::mcp::names::PREFIX) => {
+                (ActionClass::McpToolInvoke, None)
+            }
             _ => return Verdict::Allow,
         };
         let allowed = self

@@ -82,7 +82,8 @@ pub fn scope_of(command: &str) -> Option<Scope> {
         | "get_pending_workflow_gates"
         | "get_session_stats"
         | "get_last_assistant_text"
-        | "get_messages" => Scope::MessageRead,
+        | "get_messages"
+        | "list_mcp_servers" => Scope::MessageRead,
         "set_todos"
         | "set_capabilities"
         | "set_steering_mode"
@@ -109,6 +110,9 @@ pub fn scope_of(command: &str) -> Option<Scope> {
         | "get_login_providers"
         | "login"
         | "trust_project"
+        | "add_mcp_server"
+        | "remove_mcp_server"
+        | "restart_mcp_server"
         | "set_sandbox" => Scope::Admin,
         _ => return None,
     })

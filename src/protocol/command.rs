@@ -115,6 +115,10 @@ commands! {
     Login = "login" => LoginParams,
     CheckpointForHandoff = "checkpoint_for_handoff" => CheckpointParams,
     TrustProject = "trust_project" => TrustProjectParams,
+    ListMcpServers = "list_mcp_servers" => NoParams,
+    AddMcpServer = "add_mcp_server" => super::mcp::AddMcpServerParams,
+    RemoveMcpServer = "remove_mcp_server" => super::mcp::McpServerNameParams,
+    RestartMcpServer = "restart_mcp_server" => super::mcp::McpServerNameParams,
 }
 
 impl Command {

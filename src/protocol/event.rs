@@ -130,6 +130,11 @@ pub enum AgentEvent {
     },
     /// Every task was closed when the run ended; the list was cleared.
     TodoAutoClear {},
+    /// An MCP server of the session changed state (docs/mcp.md).
+    McpServerState {
+        #[serde(flatten)]
+        server: super::mcp::McpServerStatus,
+    },
 }
 
 /// A rule as `ttsr_triggered` carries it.
@@ -209,6 +214,7 @@ impl AgentEvent {
             AgentEvent::Notice { .. } => "notice",
             AgentEvent::TodoReminder { .. } => "todo_reminder",
             AgentEvent::TodoAutoClear {} => "todo_auto_clear",
+            AgentEvent::McpServerState { .. } => "mcp_server_state",
         }
     }
 }

@@ -209,6 +209,15 @@ pub enum Event {
         max_attempts: u32,
     },
     TodoAutoClear {},
+    /// An MCP server of the session changed state (`state`: starting, ready, failed, stopped).
+    McpServerState {
+        name: String,
+        state: String,
+        #[serde(default)]
+        tools: Option<usize>,
+        #[serde(default)]
+        reason: Option<String>,
+    },
     /// An event type newer than this build.
     #[serde(other)]
     Unknown,

@@ -11,6 +11,7 @@ pub mod event;
 pub mod frame;
 pub mod gate;
 pub mod host_reply;
+pub mod mcp;
 pub mod message;
 pub mod outbound;
 pub mod reply;

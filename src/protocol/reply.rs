@@ -115,6 +115,9 @@ pub struct SessionState {
     pub sandbox: Option<super::sandbox::SandboxState>,
     /// Whether the session's project is trusted, so its `.gjc/hooks.json` is loaded.
     pub project_trusted: bool,
+    /// The session's MCP servers (docs/mcp.md), when it has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<super::mcp::McpServerStatus>,
 }
 
 /// `trust_project`: the decision as remembered.

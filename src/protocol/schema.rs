@@ -208,6 +208,9 @@ fn payload(gen: &mut SchemaGenerator, command: &str) -> Payload {
         "get_pending_workflow_gates" => gen.subschema_for::<super::gate::PendingGates>(),
         "negotiate_unattended" => gen.subschema_for::<UnattendedAccepted>(),
         "trust_project" => gen.subschema_for::<ProjectTrust>(),
+        "list_mcp_servers" | "add_mcp_server" | "remove_mcp_server" | "restart_mcp_server" => {
+            gen.subschema_for::<crate::protocol::mcp::McpServers>()
+        }
         "checkpoint_for_handoff" => gen.subschema_for::<CheckpointReceipt>(),
         "handoff" => gen.subschema_for::<HandoffResult>(),
         // No payload for a model without thinking levels.

@@ -57,11 +57,16 @@ impl SessionLoop {
                 let mut state = self.state.state(&p.include, self.is_busy(), self.is_compacting());
                 state.unattended = self.unattended.status(&self.state.id);
                 state.sandbox = Some(self.sandbox_state());
+                state.mcp_servers = self.mcp.statuses();
                 data(&state)
             }
             Command::NegotiateUnattended(p) => return self.negotiate_unattended(id, p),
             Command::Compact(p) => return self.compact(id, p.custom_instructions.as_deref()),
             Command::SetTodos(p) => self.set_todos(&p.phases),
+            Command::ListMcpServers(_) => data(&self.list_mcp_servers()),
+            Command::AddMcpServer(p) => self.add_mcp_server(p).map_err(CommandError::Invalid).and_then(|s| data(&s)),
+            Command::RemoveMcpServer(p) => self.remove_mcp_server(&p.name).map_err(CommandError::Invalid).and_then(|s| data(&s)),
+            Command::RestartMcpServer(p) => self.restart_mcp_server(&p.name).map_err(CommandError::Invalid).and_then(|s| data(&s)),
             Command::SetHostTools(p) => self.set_host_tools(&p.tools),
             Command::SetHostUriSchemes(p) => self.set_host_uri_schemes(&p.schemes),
             Command::SetCapabilities(p) => data(&self.set_capabilities(&p.capabilities)),

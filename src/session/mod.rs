@@ -22,6 +22,7 @@ pub mod gates;
 mod handoff;
 pub mod hooks;
 pub mod listing;
+pub mod mcp;
 pub mod models;
 mod outbox;
 pub mod project;
@@ -170,6 +171,8 @@ pub struct SessionLoop {
     unattended: crate::control::Plane,
     /// The kernel sandbox commands run in (`sandbox.rs`).
     sandbox: crate::sandbox::Sandbox,
+    /// The session's MCP servers (`mcp.rs`); a front end may hand some over before `run`.
+    pub mcp: mcp::McpServers,
 }
 
 enum Event {
@@ -183,6 +186,7 @@ enum Event {
     Timer,
     OutputDrained,
     Side(side::SideDone),
+    Mcp(crate::mcp::server::Changed),
 }
 
 impl SessionLoop {
@@ -213,6 +217,7 @@ impl SessionLoop {
             hooks: None,
             side: side::SideWorkers::new(),
             registry,
+            mcp: mcp::McpServers::default(),
         }
     }
 
@@ -221,6 +226,7 @@ impl SessionLoop {
         self.registry_update();
         self.start_hooks();
         self.recover_gates();
+        self.start_mcp();
         while !self.outbox.is_closed() {
             // Everything produced so far goes out before the loop waits again. While the model
             // stream's next events are already queued, the frames wait for theirs: what one read
@@ -277,6 +283,7 @@ impl SessionLoop {
                 }
                 Event::OutputDrained => self.outbox.flush_held(),
                 Event::Side(done) => self.on_side(done),
+                Event::Mcp(changed) => self.on_mcp_changed(changed),
             }
         }
         self.shutdown();
@@ -320,6 +327,7 @@ impl SessionLoop {
             recv(hooks) -> m => m.map(|d| Event::Side(SideDone::PromptHook(d))).unwrap_or(Event::Timer),
             recv(discovered) -> m => m.map(|d| Event::Side(SideDone::Discovered(d))).unwrap_or(Event::Timer),
             recv(listed) -> m => m.map(|l| Event::Side(SideDone::Listed(l))).unwrap_or(Event::Timer),
+            recv(self.mcp.changes()) -> m => m.map(Event::Mcp).unwrap_or(Event::Timer),
             recv(timer) -> _ => Event::Timer,
         }
     }
@@ -351,6 +359,7 @@ impl SessionLoop {
         self.outbox.flush_held();
         self.flush_out();
         self.end_hooks();
+        self.mcp.stop_all();
         self.bash.shutdown();
         self.host.shutdown("RPC client disconnected");
         self.state.store.sync();

@@ -115,6 +115,7 @@ impl Session {
             }),
             unattended: None,
             sandbox: None,
+            mcp_servers: Vec::new(),
             project_trusted: self.project_trusted,
         }
     }

@@ -204,6 +204,7 @@ impl SessionLoop {
         let Some(run) = &mut self.run else { return };
         match run.phase() {
             Phase::RetryWait { until, .. } if Instant::now() >= *until => self.request_model(),
+            Phase::AwaitServers { .. } => self.resume_after_servers(true),
             Phase::Streaming {
                 last_event,
                 handle,

@@ -1,7 +1,6 @@
 //! Todo phases: what happens to the list when a run would end: a reminder while tasks are open,
 //! a clear once every task is closed. (Validation is the `todo_write` tool's, `tools/todo.rs`.)
 
-
 use super::SessionLoop;
 use crate::protocol::message::{Content, UserMessage};
 pub use crate::protocol::reply::{TodoPhase, TodoTask};

@@ -207,6 +207,8 @@ struct Entry {
 pub struct ToolRegistry {
     entries: Vec<Entry>,
     host: Vec<Entry>,
+    /// The tools of the session's MCP servers (`set_mcp_tools` replaces them).
+    mcp: Vec<Entry>,
     /// What the model is told of the tools, built once per change of the set: every request
     /// sends it, and building the schemas per turn cost more than the turn's new messages.
     specs: std::sync::OnceLock<Arc<[ToolSpec]>>,
@@ -232,6 +234,7 @@ impl ToolRegistry {
         Ok(ToolRegistry {
             entries,
             host: Vec::new(),
+            mcp: Vec::new(),
             specs: std::sync::OnceLock::new(),
         })
     }
@@ -251,7 +254,22 @@ impl ToolRegistry {
     }
 
     fn all(&self) -> impl Iterator<Item = &Entry> {
-        self.entries.iter().chain(self.host.iter())
+        self.entries
+            .iter()
+            .chain(self.host.iter())
+            .chain(self.mcp.iter())
+    }
+
+    /// Replaces the MCP servers' tools; their schemas compile on first use, like built-ins'.
+    pub fn set_mcp_tools(&mut self, tools: Vec<Arc<dyn Tool>>) {
+        self.specs = std::sync::OnceLock::new();
+        self.mcp = tools
+            .into_iter()
+            .map(|tool| Entry {
+                tool,
+                validator: std::sync::OnceLock::new(),
+            })
+            .collect();
     }
 
     pub fn names(&self) -> Vec<&str> {

@@ -280,6 +280,11 @@ fn inner_event(kind: &str, e: &Map<String, Value>) -> Check {
             optional_object(e, "goal")?;
             optional_object(e, "state")
         }
+        "mcp_server_state" => {
+            string(e, "name")?;
+            one_of(e, "state", &["starting", "ready", "failed", "stopped"])?;
+            optional_string(e, "reason")
+        }
         other => Err(format!("unknown event type {other:?}")),
     }
 }

@@ -29,6 +29,8 @@ pub enum ActionClass {
     GitForcePush,
     BashDestructive,
     HostToolInvoke,
+    /// A call of an MCP server's tool.
+    McpToolInvoke,
     HostUriRead,
     HostUriWrite,
     AuthLogin,
@@ -37,7 +39,7 @@ pub enum ActionClass {
 }
 
 impl ActionClass {
-    pub const ALL: [ActionClass; 21] = [
+    pub const ALL: [ActionClass; 22] = [
         ActionClass::CommandPrompt,
         ActionClass::CommandSession,
         ActionClass::CommandMessageRead,
@@ -55,6 +57,7 @@ impl ActionClass {
         ActionClass::GitForcePush,
         ActionClass::BashDestructive,
         ActionClass::HostToolInvoke,
+        ActionClass::McpToolInvoke,
         ActionClass::HostUriRead,
         ActionClass::HostUriWrite,
         ActionClass::AuthLogin,
@@ -81,6 +84,7 @@ impl ActionClass {
             ActionClass::GitForcePush => "git.force_push",
             ActionClass::BashDestructive => "bash.destructive",
             ActionClass::HostToolInvoke => "host_tool.invoke",
+            ActionClass::McpToolInvoke => "mcp_tool.invoke",
             ActionClass::HostUriRead => "host_uri.read",
             ActionClass::HostUriWrite => "host_uri.write",
             ActionClass::AuthLogin => "auth.login",

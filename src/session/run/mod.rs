@@ -119,6 +119,9 @@ impl SessionLoop {
     }
 
     pub(super) fn request_model(&mut self) {
+        if self.await_servers() {
+            return;
+        }
         let ready = self.state.credentials().and_then(|c| {
             // The scripted provider reads the messages; the others get them encoded.
             if c.0.api == crate::provider::catalog::Api::Scripted {
@@ -356,7 +359,9 @@ impl SessionLoop {
                 }
                 self.finish_aborted(failed, told);
             }
-            Phase::Compacting | Phase::Idle => self.end_run(Outcome::Aborted, None),
+            Phase::Compacting | Phase::Idle | Phase::AwaitServers { .. } => {
+                self.end_run(Outcome::Aborted, None)
+            }
         }
     }
 

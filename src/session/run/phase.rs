@@ -70,6 +70,9 @@ pub enum Phase {
     },
     /// Waiting for an automatic compaction (`SessionLoop::compaction`).
     Compacting,
+    /// The model request waits for MCP servers still starting, until this at most
+    /// (`session/mcp.rs`).
+    AwaitServers { until: Instant },
     /// Between phases (never observed outside a method).
     Idle,
 }
@@ -82,6 +85,7 @@ pub enum PhaseKind {
     Tools,
     RetryWait,
     Compacting,
+    AwaitServers,
     Idle,
 }
 
@@ -90,7 +94,8 @@ impl PhaseKind {
     /// there it may go anywhere; a stream ends in its next step (another stream after a reply
     /// without tool calls, the tools, a retry or a compaction); the waits end in a new stream;
     /// a prompt waiting for its hooks and a tool batch end only through `Idle` (`Run::leave`).
-    /// One compaction may give way to another (a handoff's fallback).
+    /// One compaction may give way to another (a handoff's fallback). Any model request may first
+    /// wait for MCP servers still starting, and that wait ends in the request.
     pub fn may_enter(self, next: PhaseKind) -> bool {
         use PhaseKind::*;
         match (self, next) {
@@ -99,6 +104,8 @@ impl PhaseKind {
             (RetryWait | Compacting, Streaming) => true,
             // An automatic handoff without a document falls back to a summary in place.
             (Compacting, Compacting) => true,
+            (Streaming | RetryWait | Compacting, AwaitServers) => true,
+            (AwaitServers, Streaming) => true,
             _ => false,
         }
     }
@@ -112,6 +119,7 @@ impl Phase {
             Phase::Tools { .. } => PhaseKind::Tools,
             Phase::RetryWait { .. } => PhaseKind::RetryWait,
             Phase::Compacting => PhaseKind::Compacting,
+            Phase::AwaitServers { .. } => PhaseKind::AwaitServers,
             Phase::Idle => PhaseKind::Idle,
         }
     }
@@ -157,7 +165,7 @@ impl Run {
     /// When the phase times out: a retry's back-off, or a stream silent for `stall`.
     pub fn deadline(&self, stall: std::time::Duration) -> Option<Instant> {
         match &self.phase {
-            Phase::RetryWait { until, .. } => Some(*until),
+            Phase::RetryWait { until, .. } | Phase::AwaitServers { until } => Some(*until),
             Phase::Streaming { last_event, .. } => Some(*last_event + stall),
             _ => None,
         }

@@ -1,0 +1,480 @@
+//! A JSON-RPC client of one MCP server over any [`Transport`]: requests with fresh ids (never
+//! reused), each with a deadline and a cancel check (`notifications/cancelled` when it gives
+//! up); late replies are dropped; `ping` is answered; a server request for a capability we did
+//! not declare is answered -32601; progress notifications reach the call that gave the token.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
+use serde_json::{json, Value};
+
+use super::transport::{Incoming, Transport};
+
+/// A request's failure.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// The server answered with a JSON-RPC error.
+    Rpc {
+        code: i64,
+        message: String,
+    },
+    TimedOut,
+    Cancelled,
+    /// The connection is gone: why.
+    Closed(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Rpc { code, message } => write!(f, "MCP error {code}: {message}"),
+            Failure::TimedOut => write!(f, "the server did not answer in time"),
+            Failure::Cancelled => write!(f, "cancelled"),
+            Failure::Closed(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+/// One `notifications/progress`.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// What the client tells its owner, from the reader thread.
+pub enum Note {
+    ToolsChanged,
+    Closed(String),
+}
+
+type Reply = Result<Value, Failure>;
+
+pub struct Client {
+    transport: OnceLock<Box<dyn Transport>>,
+    next_id: AtomicU64,
+    pending: Mutex<HashMap<u64, Sender<Reply>>>,
+    progress: Mutex<HashMap<String, Sender<Progress>>>,
+    closed: Mutex<Option<String>>,
+    notes: Box<dyn Fn(Note) + Send + Sync>,
+    /// The modern (stateless) revision: every request carries its `_meta`.
+    modern: std::sync::atomic::AtomicBool,
+}
+
+/// The client's own wait granularity while it also watches a cancel flag.
+const TICK: Duration = Duration::from_millis(20);
+
+impl Client {
+    /// A client whose transport `connect` makes, given where to deliver what arrives.
+    pub fn new(
+        notes: impl Fn(Note) + Send + Sync + 'static,
+        connect: impl FnOnce(super::transport::Deliver) -> Result<Box<dyn Transport>, String>,
+    ) -> Result<Arc<Client>, String> {
+        let client = Arc::new(Client {
+            transport: OnceLock::new(),
+            next_id: AtomicU64::new(1),
+            pending: Mutex::default(),
+            progress: Mutex::default(),
+            closed: Mutex::default(),
+            notes: Box::new(notes),
+            modern: Default::default(),
+        });
+        let weak: Weak<Client> = Arc::downgrade(&client);
+        let transport = connect(Box::new(move |incoming| {
+            if let Some(client) = weak.upgrade() {
+                client.dispatch(incoming);
+            }
+        }))?;
+        let _ = client.transport.set(transport);
+        Ok(client)
+    }
+
+    /// Why the connection is gone, waiting up to `limit` for the reader to say (a failed
+    /// write learns of a dead server before its reader has its last words).
+    pub fn closed_within(&self, limit: Duration) -> Option<String> {
+        let until = Instant::now() + limit;
+        loop {
+            let closed = self.closed();
+            if closed.is_some() || Instant::now() >= until {
+                return closed;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Why the connection is gone, once it is.
+    pub fn closed(&self) -> Option<String> {
+        self.closed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn send(&self, message: &Value) -> Result<(), Failure> {
+        let transport = self
+            .transport
+            .get()
+            .ok_or(Failure::Closed("not connected".into()))?;
+        transport.send(message).map_err(Failure::Closed)
+    }
+
+    pub fn notify(&self, method: &str, params: Value) {
+        let _ = self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Sends a request and waits for its answer, at most `timeout` after the last sign of life
+    /// (a progress notification), and never past `hard_limit`. `cancelled` is polled; giving up
+    /// tells the server (`notifications/cancelled`) unless `initialize` is what was asked.
+    pub fn request(
+        &self,
+        method: &str,
+        mut params: Value,
+        timeout: Duration,
+        cancelled: &dyn Fn() -> bool,
+        on_progress: Option<(&str, &dyn Fn(Progress))>,
+    ) -> Reply {
+        if let Some(why) = self.closed() {
+            return Err(Failure::Closed(why));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = bounded(1);
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tx);
+        let progress_rx = on_progress.map(|(token, _)| {
+            let (ptx, prx) = unbounded();
+            self.progress
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(token.to_string(), ptx);
+            if let Some(p) = params.as_object_mut() {
+                let meta = p.entry("_meta").or_insert_with(|| json!({}));
+                meta["progressToken"] = json!(token);
+            }
+            prx
+        });
+        if self.modern.load(Ordering::SeqCst) {
+            add_modern_meta(&mut params);
+        }
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let outcome = match self.send(&message) {
+            Err(e) => Err(e),
+            Ok(()) => self.wait(&rx, progress_rx.as_ref(), on_progress, timeout, cancelled),
+        };
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        if let Some((token, _)) = on_progress {
+            self.progress
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(token);
+        }
+        if matches!(outcome, Err(Failure::TimedOut | Failure::Cancelled)) && method != "initialize"
+        {
+            let reason = if outcome == Err(Failure::TimedOut) {
+                "timed out"
+            } else {
+                "cancelled by the user"
+            };
+            self.notify(
+                "notifications/cancelled",
+                json!({"requestId": id, "reason": reason}),
+            );
+        }
+        outcome
+    }
+
+    fn wait(
+        &self,
+        rx: &Receiver<Reply>,
+        progress: Option<&Receiver<Progress>>,
+        on_progress: Option<(&str, &dyn Fn(Progress))>,
+        timeout: Duration,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Reply {
+        let started = Instant::now();
+        // Progress keeps a call alive, up to ten times its timeout.
+        let hard_limit = started + timeout.saturating_mul(10);
+        let mut deadline = started + timeout;
+        loop {
+            if cancelled() {
+                return Err(Failure::Cancelled);
+            }
+            if let (Some(prx), Some((_, report))) = (progress, on_progress) {
+                while let Ok(p) = prx.try_recv() {
+                    deadline = (Instant::now() + timeout).min(hard_limit);
+                    report(p);
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Failure::TimedOut);
+            }
+            match rx.recv_timeout(TICK.min(deadline - now)) {
+                Ok(reply) => return reply,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Failure::Closed(self.closed().unwrap_or_default()))
+                }
+            }
+        }
+    }
+
+    pub fn set_modern(&self) {
+        self.modern.store(true, Ordering::SeqCst);
+    }
+
+    /// What the reader delivers: answers to their waiters, requests answered, notifications
+    /// handed on.
+    fn dispatch(&self, incoming: Incoming) {
+        let message = match incoming {
+            Incoming::Message(m) => m,
+            Incoming::Closed(why) => {
+                *self.closed.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
+                // The owner marks the server failed before any waiter hears of it: the next
+                // call then sees the failure (and its back-off), not a half-dead connection.
+                (self.notes)(Note::Closed(why.clone()));
+                for (_, waiter) in self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .drain()
+                {
+                    let _ = waiter.send(Err(Failure::Closed(why.clone())));
+                }
+                return;
+            }
+        };
+        let method = message.get("method").and_then(Value::as_str);
+        let id = message.get("id").filter(|id| !id.is_null());
+        match (method, id) {
+            (Some(method), Some(id)) => self.answer_request(method, id.clone()),
+            (Some(method), None) => self.on_notification(method, message.get("params")),
+            (None, Some(id)) => {
+                let waiter = id.as_u64().and_then(|id| {
+                    self.pending
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&id)
+                });
+                // No waiter: a late reply to a call given up, or an id we never sent.
+                if let Some(waiter) = waiter {
+                    let _ = waiter.send(reply_of(&message));
+                }
+            }
+            (None, None) => log::debug!("MCP server sent a message with neither method nor id"),
+        }
+    }
+
+    fn answer_request(&self, method: &str, id: Value) {
+        let reply = if method == "ping" {
+            json!({"jsonrpc": "2.0", "id": id, "result": {}})
+        } else {
+            // We declare no client capability (sampling, roots, elicitation).
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("Method not found: {method}")}})
+        };
+        let _ = self.send(&reply);
+    }
+
+    fn on_notification(&self, method: &str, params: Option<&Value>) {
+        match method {
+            "notifications/tools/list_changed" => (self.notes)(Note::ToolsChanged),
+            "notifications/progress" => {
+                let Some(params) = params else { return };
+                let token = match params.get("progressToken") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(other) => other.to_string(),
+                    None => return,
+                };
+                let sender = self
+                    .progress
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&token)
+                    .cloned();
+                if let (Some(sender), Some(progress)) =
+                    (sender, params.get("progress").and_then(Value::as_f64))
+                {
+                    let _ = sender.send(Progress {
+                        progress,
+                        total: params.get("total").and_then(Value::as_f64),
+                        message: params
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends the connection (and the server's process).
+    pub fn close(&self) {
+        if let Some(transport) = self.transport.get() {
+            transport.close();
+        }
+    }
+}
+
+fn reply_of(message: &Value) -> Reply {
+    if let Some(error) = message.get("error") {
+        return Err(Failure::Rpc {
+            code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
+            message: error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .chars()
+                .take(2000)
+                .collect(),
+        });
+    }
+    Ok(message.get("result").cloned().unwrap_or(Value::Null))
+}
+
+/// The modern revision's per-request `_meta`.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+fn add_modern_meta(params: &mut Value) {
+    if !params.is_object() {
+        *params = json!({});
+    }
+    let meta = params
+        .as_object_mut()
+        .map(|p| p.entry("_meta").or_insert_with(|| json!({})));
+    if let Some(meta) = meta {
+        meta["io.modelcontextprotocol/protocolVersion"] = json!(MODERN_VERSION);
+        meta["io.modelcontextprotocol/clientCapabilities"] = json!({});
+        meta["io.modelcontextprotocol/clientInfo"] = client_info();
+    }
+}
+
+pub fn client_info() -> Value {
+    json!({"name": "gjc", "version": env!("CARGO_PKG_VERSION")})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::transport::Deliver;
+
+    /// A transport that records what is sent; the test delivers what "arrives".
+    struct Fake(Arc<Mutex<Vec<Value>>>);
+
+    impl Transport for Fake {
+        fn send(&self, message: &Value) -> Result<(), String> {
+            self.0.lock().unwrap().push(message.clone());
+            Ok(())
+        }
+        fn close(&self) {}
+    }
+
+    fn client() -> (Arc<Client>, Arc<Mutex<Vec<Value>>>, Arc<Deliver>) {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let deliver: Arc<Mutex<Option<Deliver>>> = Arc::default();
+        let (s, d) = (sent.clone(), deliver.clone());
+        let client = Client::new(
+            |_| {},
+            move |deliver| {
+                *d.lock().unwrap() = Some(deliver);
+                Ok(Box::new(Fake(s)) as Box<dyn Transport>)
+            },
+        )
+        .unwrap();
+        let deliver = Arc::new(deliver.lock().unwrap().take().unwrap());
+        (client, sent, deliver)
+    }
+
+    fn wait_for_sent(sent: &Mutex<Vec<Value>>, n: usize) -> Vec<Value> {
+        for _ in 0..500 {
+            let now = sent.lock().unwrap().clone();
+            if now.len() >= n {
+                return now;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        panic!("only {:?} was sent", sent.lock().unwrap());
+    }
+
+    #[test]
+    fn answers_ping_refuses_undeclared_requests_and_drops_late_replies() {
+        let (client, sent, deliver) = client();
+        deliver(Incoming::Message(
+            json!({"jsonrpc": "2.0", "id": "p", "method": "ping"}),
+        ));
+        deliver(Incoming::Message(
+            json!({"jsonrpc": "2.0", "id": 9, "method": "sampling/createMessage", "params": {}}),
+        ));
+        let out = wait_for_sent(&sent, 2);
+        assert_eq!(out[0], json!({"jsonrpc": "2.0", "id": "p", "result": {}}));
+        assert_eq!(out[1]["error"]["code"], -32601);
+
+        // A request that times out is cancelled; its late reply is dropped, and ids move on.
+        let never = || false;
+        let timed_out = client.request(
+            "tools/list",
+            json!({}),
+            Duration::from_millis(30),
+            &never,
+            None,
+        );
+        assert_eq!(timed_out, Err(Failure::TimedOut));
+        let out = wait_for_sent(&sent, 4);
+        let first_id = out[2]["id"].as_u64().unwrap();
+        assert_eq!(out[3]["method"], "notifications/cancelled");
+        assert_eq!(out[3]["params"]["requestId"], first_id);
+        deliver(Incoming::Message(
+            json!({"jsonrpc": "2.0", "id": first_id, "result": {"late": true}}),
+        ));
+
+        // The next request gets a fresh id and its own answer, with progress on the way.
+        let d = deliver.clone();
+        let s = sent.clone();
+        let answer = std::thread::spawn(move || {
+            let out = wait_for_sent(&s, 5);
+            let id = out[4]["id"].clone();
+            assert_eq!(out[4]["params"]["_meta"]["progressToken"], "tok");
+            d(Incoming::Message(
+                json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": "tok", "progress": 1, "total": 2, "message": "half"}}),
+            ));
+            std::thread::sleep(Duration::from_millis(50));
+            d(Incoming::Message(
+                json!({"jsonrpc": "2.0", "id": id, "result": {"ok": 1}}),
+            ));
+            id
+        });
+        let seen = Mutex::new(Vec::new());
+        let report = |p: Progress| seen.lock().unwrap().push(p.message.unwrap_or_default());
+        let reply = client.request(
+            "tools/call",
+            json!({}),
+            Duration::from_secs(5),
+            &never,
+            Some(("tok", &report)),
+        );
+        let id = answer.join().unwrap();
+        assert_ne!(id.as_u64(), Some(first_id));
+        assert_eq!(reply, Ok(json!({"ok": 1})));
+        assert_eq!(*seen.lock().unwrap(), ["half"]);
+
+        // Once closed, waiters and new requests fail with the reason.
+        deliver(Incoming::Closed("the server exited".into()));
+        let closed = client.request(
+            "tools/list",
+            json!({}),
+            Duration::from_secs(1),
+            &never,
+            None,
+        );
+        assert_eq!(closed, Err(Failure::Closed("the server exited".into())));
+    }
+}

@@ -1,0 +1,335 @@
+//! Where a session's MCP servers come from: `mcp.json` in the agent dir and, for a trusted
+//! project only, `.gjc/mcp.json`, in the shape users already keep for other agents:
+//! `{"mcpServers": {"name": {"command", "args", "env", "cwd"} | {"url", "headers"}}}`.
+//! `${VAR}` and `${VAR:-default}` are expanded in `env` and `headers`; the values are secrets
+//! and are never logged (errors name the variable, never a value).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A config file larger than this is refused: it is a list of commands, not data.
+const MAX_FILE_BYTES: u64 = 256 * 1024;
+/// More servers than this in one session is a mistake, not a setup.
+pub const MAX_SERVERS: usize = 64;
+
+/// How to reach one server.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Spec {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Added to gjc's environment, expanded.
+        env: Vec<(String, String)>,
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP: accepted in the config, reported as not supported yet.
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl std::fmt::Debug for Spec {
+    // Values of env and headers are secrets: only their names are shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Spec::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env", &env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+                .field("cwd", cwd)
+                .finish(),
+            Spec::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field(
+                    "headers",
+                    &headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+                )
+                .finish(),
+        }
+    }
+}
+
+/// One configured server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub name: String,
+    pub spec: Spec,
+    /// How long starting (handshake and listing) may take.
+    pub startup_timeout: Duration,
+    /// How long one tool call may go without an answer or progress.
+    pub tool_timeout: Duration,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(rename = "mcpServers", default)]
+    mcp_servers: BTreeMap<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct Entry {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    /// `"stdio"`, `"http"` or `"sse"` (Claude's files say so; Cursor's leave it out).
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(rename = "startupTimeoutSec")]
+    startup_timeout_sec: Option<f64>,
+    #[serde(rename = "toolTimeoutSec")]
+    tool_timeout_sec: Option<f64>,
+}
+
+/// A timeout in seconds from the config, bounded to something sane.
+fn seconds(value: Option<f64>, default: f64) -> Duration {
+    let secs = value
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .unwrap_or(default);
+    Duration::from_secs_f64(secs.clamp(0.05, 3600.0))
+}
+
+/// A server name: 1-64 letters, digits, `_`, `-` or `.`, without `__` (which separates the
+/// server from the tool in `mcp__<server>__<tool>`, so `a` never covers `a__b`).
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && !name.contains("__");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid MCP server name {name:?}: 1-64 letters, digits, _, - or ., without \"__\""
+        ))
+    }
+}
+
+/// The servers of the agent dir's `mcp.json` and, when the project is trusted, of its
+/// `.gjc/mcp.json` (a project server replaces an agent-dir server of the same name). A broken
+/// file is an error for that file only: the other file's servers still come.
+pub fn load(agent_dir: &Path, project: &Path, trusted: bool) -> (Vec<ServerConfig>, Vec<String>) {
+    let mut servers: Vec<ServerConfig> = Vec::new();
+    let mut errors = Vec::new();
+    let mut files = vec![agent_dir.join("mcp.json")];
+    if trusted {
+        files.push(project.join(".gjc").join("mcp.json"));
+    }
+    for path in files {
+        match read_file(&path, &|v| std::env::var(v).ok()) {
+            Ok(found) => {
+                for server in found {
+                    servers.retain(|s| s.name != server.name);
+                    servers.push(server);
+                }
+            }
+            Err(e) => errors.push(format!("{}: {e}", path.display())),
+        }
+    }
+    servers.truncate(MAX_SERVERS);
+    (servers, errors)
+}
+
+/// One file's servers; a missing file has none.
+fn read_file(
+    path: &Path,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<ServerConfig>, String> {
+    let text = match crate::fs::bounded::read_to_string(
+        path,
+        MAX_FILE_BYTES,
+        crate::fs::bounded::Links::Follow,
+    ) {
+        Ok(text) => text,
+        Err(e) if e.is_not_found() => return Ok(Vec::new()),
+        Err(e) => return Err(e.to_string()),
+    };
+    parse(&text, var)
+}
+
+/// Parses a config file's text.
+pub fn parse(
+    text: &str,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<ServerConfig>, String> {
+    let file: File = serde_json::from_str(text)
+        .map_err(|e| format!("invalid mcp.json: {}", redact(&e.to_string())))?;
+    if file.mcp_servers.len() > MAX_SERVERS {
+        return Err(format!("more than {MAX_SERVERS} servers"));
+    }
+    file.mcp_servers
+        .into_iter()
+        .map(|(name, value)| entry(&name, value, var))
+        .collect()
+}
+
+/// One server's entry (also the shape of `mcp_add_server`'s `config`).
+pub fn entry(
+    name: &str,
+    value: Value,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<ServerConfig, String> {
+    check_name(name)?;
+    let e: Entry = serde_json::from_value(value)
+        .map_err(|e| format!("MCP server {name}: {}", redact(&e.to_string())))?;
+    let expand_all = |map: BTreeMap<String, String>| -> Result<Vec<(String, String)>, String> {
+        map.into_iter()
+            .map(|(k, v)| {
+                expand(&v, var)
+                    .map(|v| (k.clone(), v))
+                    .map_err(|e| format!("MCP server {name}: {k}: {e}"))
+            })
+            .collect()
+    };
+    let spec = match (e.command, e.url) {
+        (Some(command), None) if e.kind.as_deref().is_none_or(|k| k == "stdio") => {
+            if command.trim().is_empty() {
+                return Err(format!("MCP server {name}: empty command"));
+            }
+            Spec::Stdio {
+                command,
+                args: e.args,
+                env: expand_all(e.env)?,
+                cwd: e.cwd.map(PathBuf::from),
+            }
+        }
+        (None, Some(url)) if e.kind.as_deref().is_none_or(|k| k == "http" || k == "sse") => {
+            Spec::Http {
+                url,
+                headers: expand_all(e.headers)?,
+            }
+        }
+        _ => {
+            return Err(format!(
+                "MCP server {name}: give either \"command\" (stdio) or \"url\" (HTTP)"
+            ))
+        }
+    };
+    Ok(ServerConfig {
+        name: name.to_string(),
+        spec,
+        startup_timeout: seconds(e.startup_timeout_sec, 10.0),
+        tool_timeout: seconds(e.tool_timeout_sec, 60.0),
+    })
+}
+
+/// A parse error without the quoted text it may carry (serde quotes the string it found where
+/// another type was expected, and that string may be a secret).
+fn redact(message: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    for c in message.chars() {
+        match (c, quoted) {
+            ('"', false) => {
+                quoted = true;
+                out.push_str("\"…");
+            }
+            ('"', true) => {
+                quoted = false;
+                out.push('"');
+            }
+            (_, true) => {}
+            (c, false) => out.push(c),
+        }
+    }
+    out
+}
+
+/// `${VAR}` and `${VAR:-default}`; an unset variable without a default is an error naming it.
+pub fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| "unterminated ${ in value".to_string())?;
+        let body = &after[..end];
+        let (name, default) = match body.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (body, None),
+        };
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("invalid variable name {name:?}"));
+        }
+        match (
+            var(name).filter(|v| !v.is_empty() || default.is_none()),
+            default,
+        ) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => return Err(format!("variable {name} is not set")),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(name: &str) -> Option<String> {
+        (name == "TOKEN").then(|| "s3cret".to_string())
+    }
+
+    #[test]
+    fn expands_variables_with_defaults() {
+        assert_eq!(expand("Bearer ${TOKEN}", &vars).unwrap(), "Bearer s3cret");
+        assert_eq!(expand("${NOPE:-x}-${TOKEN:-y}", &vars).unwrap(), "x-s3cret");
+        let err = expand("${NOPE}", &vars).unwrap_err();
+        assert!(err.contains("NOPE") && !err.contains("s3cret"), "{err}");
+        assert!(expand("${TOKEN", &vars).is_err());
+    }
+
+    #[test]
+    fn parses_stdio_and_http_and_checks_names() {
+        let text = r#"{"mcpServers": {
+            "fs": {"command": "npx", "args": ["-y", "x"], "env": {"K": "${TOKEN}"}},
+            "web": {"type": "http", "url": "https://x/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
+        }}"#;
+        let servers = parse(text, &vars).unwrap();
+        assert_eq!(servers.len(), 2);
+        assert!(matches!(&servers[0].spec, Spec::Stdio { env, .. } if env[0].1 == "s3cret"));
+        assert!(!format!("{:?}", servers).contains("s3cret"));
+        assert!(parse(r#"{"mcpServers": {"a__b": {"command": "x"}}}"#, &vars).is_err());
+        assert!(parse(r#"{"mcpServers": {"a": {}}}"#, &vars).is_err());
+        assert!(parse(
+            r#"{"mcpServers": {"a": {"command": "x", "url": "y"}}}"#,
+            &vars
+        )
+        .is_err());
+        assert!(parse(r#"{"servers": {}}"#, &vars).is_err());
+        let err = parse(
+            r#"{"mcpServers": {"a": {"command": "x", "args": "s3cret"}}}"#,
+            &vars,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("invalid type") && !err.contains("s3cret"),
+            "{err}"
+        );
+    }
+}

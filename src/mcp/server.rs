@@ -1,0 +1,335 @@
+//! One configured server of a session: its connection, its state (starting, ready with its
+//! tools, failed with the reason, stopped) and its restarts. Starting runs on a thread of its own
+//! (`start`) or, to restart a crashed server on the next call, on the calling tool thread, with
+//! back-off between attempts. Every change is told to the session (`Changed`), which reads the
+//! state afresh: the event, `get_state` and the tool list come from the same value.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+
+use super::client::{Client, Note};
+use super::config::{ServerConfig, Spec};
+use super::handshake::{self, ToolDef};
+
+/// A server's state, as hosts see it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum State {
+    Starting,
+    Ready { tools: usize },
+    Failed { reason: String },
+    Stopped,
+}
+
+impl State {
+    pub fn label(&self) -> &'static str {
+        match self {
+            State::Starting => "starting",
+            State::Ready { .. } => "ready",
+            State::Failed { .. } => "failed",
+            State::Stopped => "stopped",
+        }
+    }
+}
+
+/// A server's state changed (its name); the session reads the rest.
+#[derive(Debug, Clone)]
+pub struct Changed(pub String);
+
+/// The longest wait between restarts of a server that keeps crashing.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+pub struct Server {
+    pub config: ServerConfig,
+    cwd: PathBuf,
+    inner: Mutex<Inner>,
+    changed: Sender<Changed>,
+    /// When the current start began, for the first model request's wait.
+    pub started_at: Mutex<Instant>,
+    /// A `tools/list` is under way (`relisting`), and another change came since it began
+    /// (`dirty`): a server that floods `list_changed` gets one listing at a time.
+    relisting: AtomicBool,
+    dirty: AtomicBool,
+}
+
+struct Inner {
+    state: State,
+    client: Option<Arc<Client>>,
+    tools: Vec<ToolDef>,
+    /// Connections made so far: notes of an older one are ignored.
+    generation: u64,
+    crashes: u32,
+    retry_at: Option<Instant>,
+}
+
+impl Server {
+    pub fn new(config: ServerConfig, cwd: PathBuf, changed: Sender<Changed>) -> Arc<Server> {
+        Arc::new(Server {
+            config,
+            cwd,
+            inner: Mutex::new(Inner {
+                state: State::Starting,
+                client: None,
+                tools: Vec::new(),
+                generation: 0,
+                crashes: 0,
+                retry_at: None,
+            }),
+            changed,
+            started_at: Mutex::new(Instant::now()),
+            relisting: AtomicBool::new(false),
+            dirty: AtomicBool::new(false),
+        })
+    }
+
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn state(&self) -> State {
+        self.inner().state.clone()
+    }
+
+    pub fn tools(&self) -> Vec<ToolDef> {
+        self.inner().tools.clone()
+    }
+
+    fn tell(&self) {
+        let _ = self.changed.send(Changed(self.config.name.clone()));
+    }
+
+    /// Starts the server on a `gjc-mcp-start` thread.
+    pub fn start(self: &Arc<Self>) {
+        let server = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("gjc-mcp-start".into())
+            .spawn(move || {
+                let _ = server.connect();
+            });
+        if let Err(e) = spawned {
+            self.fail(
+                self.inner().generation,
+                format!("cannot start a thread: {e}"),
+            );
+        }
+    }
+
+    /// Connects, shakes hands and lists the tools, on the calling thread. The old connection,
+    /// if any, is closed first.
+    pub fn connect(self: &Arc<Self>) -> Result<Arc<Client>, String> {
+        let generation = {
+            let mut inner = self.inner();
+            if inner.state == State::Stopped {
+                return Err("the server was stopped".into());
+            }
+            inner.generation += 1;
+            inner.state = State::Starting;
+            if let Some(old) = inner.client.take() {
+                std::thread::spawn(move || old.close());
+            }
+            inner.generation
+        };
+        *self.started_at.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        self.tell();
+        match self.open(generation) {
+            Ok((client, tools)) => {
+                let mut inner = self.inner();
+                if inner.generation != generation || inner.state == State::Stopped {
+                    drop(inner);
+                    client.close();
+                    return Err("the server was stopped".into());
+                }
+                inner.state = State::Ready { tools: tools.len() };
+                inner.tools = tools;
+                inner.client = Some(client.clone());
+                inner.retry_at = None;
+                drop(inner);
+                self.tell();
+                Ok(client)
+            }
+            Err(reason) => {
+                self.fail(generation, reason.clone());
+                Err(reason)
+            }
+        }
+    }
+
+    fn open(self: &Arc<Self>, generation: u64) -> Result<(Arc<Client>, Vec<ToolDef>), String> {
+        if let Spec::Http { .. } = self.config.spec {
+            return Err("streamable HTTP servers are not supported yet (stdio only)".into());
+        }
+        let weak: Weak<Server> = Arc::downgrade(self);
+        let (spec, cwd) = (self.config.spec.clone(), self.cwd.clone());
+        let client = Client::new(
+            move |note| {
+                if let Some(server) = weak.upgrade() {
+                    server.on_note(generation, note);
+                }
+            },
+            move |deliver| {
+                let stdio = super::stdio::spawn(&spec, &cwd, deliver)?;
+                Ok(Box::new(stdio) as Box<dyn super::transport::Transport>)
+            },
+        )?;
+        let timeout = self.config.startup_timeout;
+        let key = match &self.config.spec {
+            Spec::Stdio { command, args, .. } => format!("{command}\0{}", args.join("\0")),
+            Spec::Http { url, .. } => url.clone(),
+        };
+        let opened = handshake::open(&client, &key, timeout)
+            .and_then(|_| handshake::list_tools(&client, timeout));
+        match opened {
+            Ok(tools) => Ok((client, tools)),
+            Err(e) => {
+                // The closing reason (its stderr) says more than "did not answer".
+                let closed = client.closed_within(Duration::from_millis(500));
+                let why = closed.map(|c| format!("{e} ({c})")).unwrap_or(e);
+                std::thread::spawn(move || client.close());
+                Err(why)
+            }
+        }
+    }
+
+    fn fail(&self, generation: u64, reason: String) {
+        let mut inner = self.inner();
+        // Stopped, replaced, or already failed (the reader and the handshake both report it).
+        if inner.generation != generation
+            || matches!(inner.state, State::Stopped | State::Failed { .. })
+        {
+            return;
+        }
+        inner.crashes += 1;
+        let backoff = Duration::from_millis(500)
+            .saturating_mul(1 << inner.crashes.min(6))
+            .min(MAX_BACKOFF);
+        inner.retry_at = Some(Instant::now() + backoff);
+        inner.state = State::Failed { reason };
+        if let Some(client) = inner.client.take() {
+            std::thread::spawn(move || client.close());
+        }
+        drop(inner);
+        self.tell();
+    }
+
+    fn on_note(self: &Arc<Self>, generation: u64, note: Note) {
+        match note {
+            Note::Closed(why) => self.fail(generation, why),
+            Note::ToolsChanged => {
+                self.dirty.store(true, Ordering::SeqCst);
+                if self.relisting.swap(true, Ordering::SeqCst) {
+                    return;
+                }
+                let server = self.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("gjc-mcp-list".into())
+                    .spawn(move || loop {
+                        // Until no change came in while listing, also one that came as this
+                        // thread was letting go.
+                        while server.dirty.swap(false, Ordering::SeqCst) {
+                            server.relist(generation);
+                        }
+                        server.relisting.store(false, Ordering::SeqCst);
+                        if !server.dirty.load(Ordering::SeqCst)
+                            || server.relisting.swap(true, Ordering::SeqCst)
+                        {
+                            break;
+                        }
+                    });
+                if spawned.is_err() {
+                    self.relisting.store(false, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+
+    /// `notifications/tools/list_changed`: the tools are listed again.
+    fn relist(&self, generation: u64) {
+        let client = {
+            let inner = self.inner();
+            if inner.generation != generation {
+                return;
+            }
+            inner.client.clone()
+        };
+        let Some(client) = client else { return };
+        match handshake::list_tools(&client, self.config.startup_timeout) {
+            Ok(tools) => {
+                let mut inner = self.inner();
+                if inner.generation != generation || !matches!(inner.state, State::Ready { .. }) {
+                    return;
+                }
+                inner.state = State::Ready { tools: tools.len() };
+                inner.tools = tools;
+                drop(inner);
+                self.tell();
+            }
+            Err(e) => log::warn!(
+                "MCP server {}: listing its tools again failed: {e}",
+                self.config.name
+            ),
+        }
+    }
+
+    /// The connection for a call: the live one, or a new one when the server crashed and its
+    /// back-off has passed (restarted on the calling thread).
+    pub fn client_for_call(self: &Arc<Self>) -> Result<Arc<Client>, String> {
+        let name = &self.config.name;
+        {
+            let inner = self.inner();
+            match (&inner.state, &inner.client) {
+                (State::Ready { .. }, Some(client)) if client.closed().is_none() => {
+                    return Ok(client.clone())
+                }
+                (State::Stopped, _) => return Err(format!("MCP server {name} was stopped")),
+                (State::Starting, _) => {
+                    return Err(format!(
+                        "MCP server {name} is still starting; try again shortly"
+                    ))
+                }
+                (State::Failed { reason }, _) => {
+                    if let Some(at) = inner.retry_at.filter(|at| *at > Instant::now()) {
+                        let wait = at.saturating_duration_since(Instant::now());
+                        return Err(format!(
+                            "MCP server {name} failed: {reason}. It is restarted on a call made after {:.1} s.",
+                            wait.as_secs_f64()
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        log::info!("MCP server {name}: restarting");
+        self.connect()
+            .map_err(|e| format!("MCP server {name} failed to restart: {e}"))
+    }
+
+    /// Restarts now (the host's `mcp_restart_server`), on a thread of its own.
+    pub fn restart(self: &Arc<Self>) {
+        {
+            let mut inner = self.inner();
+            if inner.state == State::Stopped {
+                return;
+            }
+            inner.crashes = 0;
+            inner.retry_at = None;
+        }
+        self.start();
+    }
+
+    /// Stops the server for good: stdin closed, SIGTERM, SIGKILL (bounded); returns when gone.
+    pub fn stop(&self) {
+        let client = {
+            let mut inner = self.inner();
+            inner.state = State::Stopped;
+            inner.generation += 1;
+            inner.tools.clear();
+            inner.client.take()
+        };
+        if let Some(client) = client {
+            client.close();
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! MCP servers as tools, against real servers over stdio: the reference "everything" server from
+//! npm (installed in tests/mcp with `npm ci`; a test that cannot find it fails) and a misbehaving
+//! server of our own (tests/mcp/misbehaving.js).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::{gjc, Gjc, TIMEOUT};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
+}
+
+/// The reference server's entry point; missing is a failure, never a skip.
+fn everything() -> Value {
+    let entry =
+        fixtures().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        entry.is_file(),
+        "{} is missing: run `npm ci` in tests/mcp (Node 20)",
+        entry.display()
+    );
+    json!({"command": "node", "args": [entry, "stdio"]})
+}
+
+fn misbehaving(args: &[&str], tool_timeout: f64) -> Value {
+    let mut argv = vec![fixtures().join("misbehaving.js").display().to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    json!({"command": "node", "args": argv, "toolTimeoutSec": tool_timeout})
+}
+
+fn call(name: &str, args: Value) -> Value {
+    json!({"content": [{"type": "toolCall", "name": name, "arguments": args}]})
+}
+
+fn say(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}]})
+}
+
+/// Waits for `server` to reach `state` (its `mcp_server_state` event), returning the event.
+fn state_event(g: &mut Gjc, server: &str, state: &str) -> Value {
+    let frame = g
+        .client
+        .collect_until(
+            |f| {
+                let e = &f["payload"]["event"];
+                e["type"] == "mcp_server_state" && e["name"] == server && e["state"] == state
+            },
+            TIMEOUT,
+        )
+        .unwrap_or_else(|e| panic!("{server} never became {state}: {e:?}"));
+    frame.last().unwrap()["payload"]["event"].clone()
+}
+
+fn add(g: &mut Gjc, name: &str, config: Value) {
+    let reply = g.ok(json!({"type": "add_mcp_server", "name": name, "config": config}));
+    assert!(reply["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["name"] == name));
+}
+
+/// The run's tool results, by tool call, in order.
+fn results(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .cloned()
+        .collect()
+}
+
+fn text_of(result: &Value) -> String {
+    result["result"]["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect()
+}
+
+#[test]
+fn the_reference_server_lists_calls_reports_progress_and_returns_images() {
+    let mut g = gjc()
+        .script(json!({"turns": [
+            call("mcp__everything__echo", json!({"message": "hello mcp"})),
+            call("mcp__everything__get-tiny-image", json!({})),
+            call("mcp__everything__trigger-long-running-operation", json!({"duration": 1, "steps": 3})),
+            call("mcp__everything__echo", json!({"message": 5})),
+            say("done"),
+        ]}))
+        .spawn();
+    add(&mut g, "everything", everything());
+    let ready = state_event(&mut g, "everything", "ready");
+    assert!(ready["tools"].as_u64().unwrap() >= 5, "{ready}");
+    let state = g.ok(json!({"type": "get_state", "include": ["tools"]}));
+    assert_eq!(state["mcpServers"][0]["state"], "ready");
+    let echo = state["dumpTools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp__everything__echo")
+        .expect("the echo tool reaches the model");
+    assert_eq!(
+        echo["parameters"]["properties"]["message"]["type"],
+        "string"
+    );
+
+    g.ok(json!({"type": "prompt", "message": "use the tools"}));
+    let events = g.run_events();
+    let ends = results(&events);
+    assert_eq!(ends.len(), 4, "{:?}", crate::support::types(&events));
+    assert_eq!(ends[0]["isError"], false);
+    assert!(text_of(&ends[0]).contains("hello mcp"), "{}", ends[0]);
+    let image = &ends[1]["result"]["content"];
+    assert!(
+        image
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "image" && c["mimeType"] == "image/png"),
+        "{image}"
+    );
+    let updates: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_update")
+        .collect();
+    assert!(
+        !updates.is_empty(),
+        "progress becomes tool_execution_update"
+    );
+    assert!(
+        text_of(&json!({"result": updates[0]["partialResult"]})).contains("progress"),
+        "{}",
+        updates[0]
+    );
+    assert_eq!(ends[2]["isError"], false, "{}", ends[2]);
+    // Arguments are checked against the server's schema before the call.
+    assert_eq!(ends[3]["isError"], true);
+    assert!(
+        text_of(&ends[3]).contains("Invalid arguments"),
+        "{}",
+        ends[3]
+    );
+}
+
+#[test]
+fn aborting_a_long_running_call_cancels_it_and_the_server_stays_ready() {
+    let mut g = gjc()
+        .script(json!({"turns": [
+            call("mcp__everything__trigger-long-running-operation", json!({"duration": 60, "steps": 60})),
+            say("never"),
+        ]}))
+        .spawn();
+    add(&mut g, "everything", everything());
+    state_event(&mut g, "everything", "ready");
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    g.client
+        .collect_until(
+            |f| f["payload"]["event"]["type"] == "tool_execution_update",
+            TIMEOUT,
+        )
+        .expect("progress before the abort");
+    let started = Instant::now();
+    g.ok(json!({"type": "abort"}));
+    let events = g.run_events();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the abort took {:?}",
+        started.elapsed()
+    );
+    let ends = results(&events);
+    assert_eq!(ends.last().unwrap()["isError"], true);
+    let state = g.ok(json!({"type": "get_state"}));
+    assert_eq!(state["mcpServers"][0]["state"], "ready", "{state}");
+}
+
+#[test]
+fn a_misbehaving_server_is_contained_and_reported() {
+    let mut g = gjc()
+        .script(json!({"turns": [
+            call("mcp__bad__garbage", json!({})),
+            call("mcp__bad__flood", json!({})),
+            call("mcp__bad__hang", json!({})),
+            call("mcp__bad__crash", json!({})),
+            call("mcp__bad__ok", json!({})),
+            say("after crash"),
+            call("mcp__bad__ok", json!({})),
+            say("restarted"),
+            call("mcp__bad__big", json!({})),
+            say("big"),
+        ]}))
+        .spawn();
+    add(&mut g, "dead", misbehaving(&["die-at-start"], 5.0));
+    let failed = state_event(&mut g, "dead", "failed");
+    assert!(
+        failed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("missing API key"),
+        "the reason carries its stderr: {failed}"
+    );
+    add(&mut g, "bad", misbehaving(&[], 1.0));
+    state_event(&mut g, "bad", "ready");
+
+    g.ok(json!({"type": "prompt", "message": "misbehave"}));
+    let ends = results(&g.run_events());
+    assert_eq!(ends.len(), 5);
+    assert_eq!(text_of(&ends[0]), "after garbage");
+    assert_eq!(text_of(&ends[1]), "after flood");
+    assert!(text_of(&ends[2]).contains("did not answer"), "{}", ends[2]);
+    assert_eq!(ends[3]["isError"], true);
+    assert!(
+        text_of(&ends[3]).contains("crashed on purpose"),
+        "{}",
+        ends[3]
+    );
+    // Straight after the crash the server waits out its back-off.
+    assert!(
+        text_of(&ends[4]).contains("restarted on a call"),
+        "{}",
+        ends[4]
+    );
+    let state = g.ok(json!({"type": "get_state"}));
+    let bad = state["mcpServers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "bad")
+        .unwrap()
+        .clone();
+    assert_eq!(bad["state"], "failed", "{state}");
+
+    // After the back-off, the next call restarts it.
+    std::thread::sleep(Duration::from_millis(1200));
+    g.ok(json!({"type": "prompt", "message": "again"}));
+    let ends = results(&g.run_events());
+    assert_eq!(text_of(&ends[0]), "fine", "{}", ends[0]);
+
+    // A message over the cap ends the connection with a clear reason.
+    g.ok(json!({"type": "prompt", "message": "big"}));
+    let ends = results(&g.run_events());
+    assert_eq!(ends[0]["isError"], true);
+    assert!(text_of(&ends[0]).contains("over 16 MB"), "{}", ends[0]);
+}
+
+fn alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // A zombie has exited; its parent (gjc, gone) no longer reaps it, init does.
+    !stat.is_empty() && !stat.contains(") Z ")
+}
+
+#[test]
+fn servers_from_mcp_json_start_with_the_session_and_none_outlives_gjc() {
+    let agent = tempfile::tempdir().unwrap();
+    let mut bad = misbehaving(&[], 5.0);
+    bad["env"] = json!({"TEST_TOKEN": "${GJC_TEST_MCP_TOKEN:-fallback}"});
+    std::fs::write(
+        agent.path().join("mcp.json"),
+        json!({"mcpServers": {"bad": bad, "everything": everything()}}).to_string(),
+    )
+    .unwrap();
+    let mut g = gjc()
+        .env("GJC_CODING_AGENT_DIR", agent.path().to_str().unwrap())
+        .script(json!({"turns": [call("mcp__bad__pid", json!({})), say("ok")]}))
+        .spawn();
+    // The first model request waits for servers still starting.
+    g.ok(json!({"type": "prompt", "message": "pid"}));
+    let ends = results(&g.run_events());
+    let pid: i32 = text_of(&ends[0])
+        .parse()
+        .unwrap_or_else(|_| panic!("{}", ends[0]));
+    let state = g.ok(json!({"type": "get_state"}));
+    let names: Vec<&str> = state["mcpServers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bad", "everything"]);
+    assert!(alive(pid));
+    g.close_and_wait().expect("gjc exits at stdin EOF");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(pid), "the MCP server {pid} outlived gjc");
+}
+
+#[test]
+fn unattended_runs_call_mcp_tools_only_when_their_action_class_is_allowed() {
+    let mut g = gjc()
+        .script(json!({"turns": [call("mcp__bad__ok", json!({})), say("refused")]}))
+        .spawn();
+    add(&mut g, "bad", misbehaving(&[], 5.0));
+    state_event(&mut g, "bad", "ready");
+    g.ok(json!({"type": "negotiate_unattended", "declaration": {
+        "actor": "ci/runner", "scopes": ["prompt", "message:read"],
+        "action_allowlist": ["command.prompt", "command.message_read", "bash.readonly"],
+        "budget": {"max_tokens": 100000, "max_tool_calls": 10, "max_wall_time_ms": 60000, "max_cost_usd": 5}}}));
+    g.ok(json!({"type": "prompt", "message": "call it"}));
+    let events = g.run_events();
+    let ends = results(&events);
+    assert_eq!(ends[0]["isError"], true);
+    assert!(text_of(&ends[0]).contains("mcp_tool.invoke"), "{}", ends[0]);
+    let end = events.last().unwrap();
+    assert_eq!(end["deniedActions"][0]["tool"], "mcp__bad__ok", "{end}");
+}
+
+#[test]
+fn a_slow_server_delays_neither_ready_nor_the_first_request_past_its_start_up_timeout() {
+    let agent = tempfile::tempdir().unwrap();
+    let mut slow = misbehaving(&["slow-start"], 5.0);
+    slow["startupTimeoutSec"] = json!(1);
+    std::fs::write(
+        agent.path().join("mcp.json"),
+        json!({"mcpServers": {"slow": slow}}).to_string(),
+    )
+    .unwrap();
+    let mut g = gjc()
+        .env("GJC_CODING_AGENT_DIR", agent.path().to_str().unwrap())
+        .script(json!({"turns": [call("mcp__slow__ok", json!({})), say("went on")]}))
+        .spawn();
+    let state = g.ok(json!({"type": "get_state"}));
+    assert_eq!(state["mcpServers"][0]["state"], "starting", "{state}");
+    let asked = Instant::now();
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    let ends = results(&g.run_events());
+    assert!(
+        asked.elapsed() < Duration::from_secs(4),
+        "waited {:?}",
+        asked.elapsed()
+    );
+    assert!(text_of(&ends[0]).contains("not found"), "{}", ends[0]);
+    let failed = state_event(&mut g, "slow", "failed");
+    assert!(
+        failed["reason"].as_str().unwrap().contains("initialize"),
+        "{failed}"
+    );
+}
