@@ -43,6 +43,10 @@ pub mod hooks;
 pub mod host;
 pub mod ids;
 #[cfg(feature = "agent")]
+pub mod lanes;
+#[cfg(feature = "agent")]
+pub mod lines;
+#[cfg(feature = "agent")]
 pub mod memory;
 #[cfg(feature = "agent")]
 pub mod output;
@@ -65,6 +69,8 @@ pub mod sandbox;
 pub mod secrets;
 #[cfg(feature = "agent")]
 pub mod session;
+#[cfg(feature = "agent")]
+pub mod sessions;
 #[cfg(feature = "agent")]
 pub mod tools;
 #[cfg(feature = "agent")]

@@ -99,16 +99,17 @@ impl<W: Write> Front<W> {
         // Leaving the sandbox is asked every time, with the reason: "always allow bash" is
         // about running commands, not about running them unconfined.
         let escalation = request.fields.contains_key("sandboxEscalation");
-        if self.always.contains(&tool_name) && !escalation {
+        if self.c.always.contains(&tool_name) && !escalation {
             self.reply_ui(&request.id, true)?;
             return self.running(&tool_call_id);
         }
         let args = self
+            .c
             .shown
             .get(&tool_call_id)
             .map(|s| s.args.clone())
             .unwrap_or(Value::Null);
-        let mut fields = updates::permission_fields(&tool_name, &args, &self.cwd);
+        let mut fields = updates::permission_fields(&tool_name, &args, &self.c.cwd);
         let mut options = vec![PermissionOption::new(
             "allow_once",
             "Allow",
@@ -217,7 +218,7 @@ impl<W: Write> Front<W> {
                 let chosen = chosen(result);
                 let allowed = matches!(chosen.as_deref(), Some("allow_once" | "allow_always"));
                 if chosen.as_deref() == Some("allow_always") {
-                    self.always.insert(tool_name);
+                    self.c.always.insert(tool_name);
                 }
                 self.reply_ui(&host_id, allowed)?;
                 if allowed {

@@ -25,11 +25,11 @@ const NOT_NOW: &str = "reject_once";
 const NEVER: &str = "reject_always";
 
 impl<W: Write> Front<W> {
-    /// After a session opened in `self.cwd`: asks about its project if it has hooks and nobody
+    /// After a session opened in `self.c.cwd`: asks about its project if it has hooks and nobody
     /// decided yet (and no question about it is open), or says that a refused one's hooks are
     /// skipped.
     pub(super) fn check_trust(&mut self) -> std::io::Result<()> {
-        let cwd = self.cwd.clone();
+        let cwd = self.c.cwd.clone();
         if !crate::hooks::has_project_file(&cwd) || self.asking_trust(&cwd) {
             return Ok(());
         }

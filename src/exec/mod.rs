@@ -90,9 +90,13 @@ impl From<Sender<BashEvent>> for Reply {
     }
 }
 
+/// Requests carry the session they come from (the number of the handle that sent them): owners
+/// are a session's own names, so an abort reaches only that session's commands.
 pub enum BashRequest {
-    Run(BashJob),
-    Abort(JobOwner),
+    Run(u64, BashJob),
+    Abort(u64, JobOwner),
+    /// A session ended: kill its commands (their results still go to it).
+    EndSession(u64),
     /// The session ended: remove spill files of finished commands (unless they are kept).
     ClearSpill,
     Shutdown,
@@ -121,6 +125,8 @@ pub struct BashResult {
 #[derive(Clone)]
 pub struct BashHandle {
     inner: Arc<HandleInner>,
+    /// The session this handle runs commands for (0: the process's own, as hooks at start).
+    session: u64,
 }
 
 /// The request channel and the wake-up that goes with every request. When the last handle goes,
@@ -146,11 +152,25 @@ impl BashHandle {
     }
 
     pub fn run(&self, job: BashJob) {
-        self.send(BashRequest::Run(job));
+        self.send(BashRequest::Run(self.session, job));
     }
 
     pub fn abort(&self, owner: JobOwner) {
-        self.send(BashRequest::Abort(owner));
+        self.send(BashRequest::Abort(self.session, owner));
+    }
+
+    /// The same bash thread, for the commands of session `session` (a number the session host
+    /// gives each live session).
+    pub fn for_session(&self, session: u64) -> BashHandle {
+        BashHandle {
+            inner: self.inner.clone(),
+            session,
+        }
+    }
+
+    /// Kills the commands of this handle's session; the thread goes on for the others.
+    pub fn end_session(&self) {
+        self.send(BashRequest::EndSession(self.session));
     }
 
     pub fn shutdown(&self) {
@@ -215,6 +235,7 @@ pub fn spawn(
     Ok((
         BashHandle {
             inner: Arc::new(inner),
+            session: 0,
         },
         thread,
     ))
@@ -235,9 +256,10 @@ impl BashActor {
     fn take_requests(&mut self) -> bool {
         loop {
             match self.requests.try_recv() {
-                Ok(BashRequest::Run(job)) => self.start(job),
+                Ok(BashRequest::Run(session, job)) => self.start(session, job),
                 Ok(BashRequest::ClearSpill) => self.clear_spill(),
-                Ok(BashRequest::Abort(owner)) => self.abort(&owner),
+                Ok(BashRequest::Abort(session, owner)) => self.abort(session, Some(&owner)),
+                Ok(BashRequest::EndSession(session)) => self.abort(session, None),
                 Ok(BashRequest::Shutdown) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,
             }
@@ -334,7 +356,7 @@ impl BashActor {
         Some(dir.path().join(format!("bash-{id}.log")))
     }
 
-    fn start(&mut self, job: BashJob) {
+    fn start(&mut self, session: u64, job: BashJob) {
         self.next_id += 1;
         let id = self.next_id;
         let spill = self.spill_path(id);
@@ -347,7 +369,8 @@ impl BashActor {
         );
         match spawned {
             Ok(spawned) => {
-                self.running.insert(id, Job::start(job, spawned, spill));
+                self.running
+                    .insert(id, Job::start(session, job, spawned, spill));
             }
             Err(e) => {
                 let result = BashResult {
@@ -392,8 +415,10 @@ impl BashActor {
         }
     }
 
-    fn abort(&mut self, owner: &JobOwner) {
-        for r in self.running.values_mut().filter(|r| &r.owner == owner) {
+    /// Kills the commands of `session` started by `owner` (every one of them with `None`).
+    fn abort(&mut self, session: u64, owner: Option<&JobOwner>) {
+        let aborted = |r: &&mut Job| r.session == session && owner.is_none_or(|o| &r.owner == o);
+        for r in self.running.values_mut().filter(aborted) {
             r.cancelled = true;
             process::kill_group(r.pgid);
         }

@@ -30,7 +30,7 @@ impl SessionLoop {
 
     /// Loads the hooks of the session's project, its own only if it is trusted (`crate::trust`).
     fn load_hooks(&mut self) -> std::sync::Arc<crate::hooks::Hooks> {
-        let agent_dir = crate::cli::agent_dir();
+        let agent_dir = self.state.project.agent_dir.clone();
         self.state.project_trusted =
             crate::trust::TrustStore::new(&agent_dir).is_trusted(&self.state.cwd);
         crate::hooks::load(

@@ -2,8 +2,6 @@
 //! happens to the list when a run would end: a reminder while tasks are open, a clear once every
 //! task is closed.
 
-use std::sync::OnceLock;
-
 use serde_json::Value;
 
 use super::SessionLoop;
@@ -16,22 +14,18 @@ pub const DEFAULT_REMINDERS: u32 = 3;
 /// The most reminders a run can be configured to get: each one costs a model turn.
 pub const MAX_REMINDERS: u32 = 10;
 
-static REMINDERS: OnceLock<u32> = OnceLock::new();
-
-/// `--no-todo-reminders`: no reminders in this process (called before the session starts).
-pub fn disable_reminders() {
-    let _ = REMINDERS.set(0);
-}
-
-/// Reminders per run: `--no-todo-reminders`, else `GJC_TODO_REMINDERS` (`0`/`off`/`false` turns
-/// them off, a number sets the count, capped at [`MAX_REMINDERS`]), else [`DEFAULT_REMINDERS`].
-pub fn max_reminders() -> u32 {
-    *REMINDERS.get_or_init(|| {
-        let setting = std::env::var("GJC_TODO_REMINDERS").ok();
-        parse_reminders(setting.as_deref()).unwrap_or_else(|e| {
-            log::warn!("{e}; using {DEFAULT_REMINDERS}");
-            DEFAULT_REMINDERS
-        })
+/// Reminders per run for a new session: none with `--no-todo-reminders` (`disabled`), else
+/// `GJC_TODO_REMINDERS` (`0`/`off`/`false` turns them off, a number sets the count, capped at
+/// [`MAX_REMINDERS`]), else [`DEFAULT_REMINDERS`]. Resolved once at start and handed to each
+/// session in its `ProjectOptions`: no session reads a process-wide switch.
+pub fn reminders_setting(disabled: bool) -> u32 {
+    if disabled {
+        return 0;
+    }
+    let setting = std::env::var("GJC_TODO_REMINDERS").ok();
+    parse_reminders(setting.as_deref()).unwrap_or_else(|e| {
+        log::warn!("{e}; using {DEFAULT_REMINDERS}");
+        DEFAULT_REMINDERS
     })
 }
 
@@ -82,7 +76,7 @@ impl SessionLoop {
     /// When a run would end with open tasks and reminders are left for it: `todo_reminder`, and
     /// the reminder message to continue the run with.
     pub(super) fn todo_reminder(&mut self) -> Option<UserMessage> {
-        let max = max_reminders();
+        let max = self.state.project.todo_reminders;
         let open = open_tasks(&self.state.todos);
         let run = self.run.as_mut()?;
         if open.is_empty() || run.todo_reminders >= max {
