@@ -1,0 +1,101 @@
+//! Many live sessions in one process: each prompts on its own, every update carries its own
+//! `sessionId`, closing one leaves the others running, a burst of `session/new` is answered by
+//! backpressure.
+
+use super::*;
+
+/// A scripted turn streaming `text` in chunks of `chunk` characters, a millisecond apart.
+fn turn(text: &str, chunk: usize) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "chunkChars": chunk, "delayMs": 1})
+}
+
+fn chunks_of(messages: &[Value], session: &str) -> String {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(first_text)
+        .collect()
+}
+
+#[test]
+fn the_first_of_two_sessions_still_prompts() {
+    let mut g = acp(json!({"turns": [turn("one", 8), turn("two", 8)]}));
+    g.initialize(json!({}));
+    let first = g.new_session();
+    let second = g.new_session();
+    assert_ne!(first, second);
+    let id = g.prompt(&first, "hi");
+    let (reason, _) = g.stop_reason(id);
+    assert_eq!(reason, "end_turn");
+}
+
+#[test]
+fn two_sessions_stream_at_once_each_tagged_with_its_own_id() {
+    let text = "A reply long enough to come in several chunks of eight characters.";
+    let mut g = acp(json!({"turns": [turn(text, 8), turn(text, 8)]}));
+    g.initialize(json!({}));
+    let a = g.new_session();
+    let b = g.new_session();
+    let ask_a = g.prompt(&a, "hi");
+    let ask_b = g.prompt(&b, "hi");
+    let seen = g.until(|m| m["id"] == ask_a && m.get("method").is_none());
+    let mut rest = seen.clone();
+    if !seen.iter().any(|m| m["id"] == ask_b && m.get("method").is_none()) {
+        rest.extend(g.until(|m| m["id"] == ask_b && m.get("method").is_none()));
+    }
+    assert_eq!(chunks_of(&rest, &a), text, "session a's stream");
+    assert_eq!(chunks_of(&rest, &b), text, "session b's stream");
+}
+
+#[test]
+fn closing_one_session_leaves_the_other_streaming() {
+    let text = "The other session's reply, streamed in small chunks to the end.";
+    let mut g = acp(json!({"turns": [turn(text, 4)]}));
+    g.initialize(json!({}));
+    let a = g.new_session();
+    let b = g.new_session();
+    let ask_b = g.prompt(&b, "hi");
+    let close = g.request("session/close", json!({"sessionId": a}));
+    let closed = g.result(close);
+    assert!(closed.is_object(), "{closed}");
+    let (response, before) = g.response(ask_b);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(chunks_of(&before, &b), text);
+    // The closed one is gone.
+    let again = g.prompt(&a, "hi");
+    let (response, _) = g.response(again);
+    assert_eq!(response["error"]["code"], -32002);
+}
+
+#[test]
+fn a_burst_of_new_sessions_is_answered_every_one() {
+    const BURST: i64 = 10_000;
+    let mut g = acp(json!({"turns": []}));
+    g.initialize(json!({}));
+    let first = g.next_id;
+    let mut batch = String::new();
+    for n in 0..BURST {
+        let id = first + n;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "session/new",
+            "params": {"cwd": g.project, "mcpServers": []}});
+        batch.push_str(&line.to_string());
+        batch.push('\n');
+    }
+    g.next_id = first + BURST;
+    // Written from another thread while gjc reads: a blocked write is the backpressure.
+    let mut pipe = g.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || pipe.write_all(batch.as_bytes()));
+    let mut ids = std::collections::HashSet::new();
+    let last = first + BURST - 1;
+    for message in g.until(|m| m["id"] == last && m.get("method").is_none()) {
+        if message.get("method").is_some() || message["id"].is_null() {
+            continue;
+        }
+        assert!(message.get("error").is_none(), "{message}");
+        ids.insert(message["result"]["sessionId"].as_str().unwrap().to_string());
+    }
+    assert_eq!(ids.len() as i64, BURST, "every request answered with its own session");
+    writer.join().unwrap().unwrap();
+}
