@@ -42,7 +42,10 @@ fn two_sessions_stream_at_once_each_tagged_with_its_own_id() {
     let ask_b = g.prompt(&b, "hi");
     let seen = g.until(|m| m["id"] == ask_a && m.get("method").is_none());
     let mut rest = seen.clone();
-    if !seen.iter().any(|m| m["id"] == ask_b && m.get("method").is_none()) {
+    if !seen
+        .iter()
+        .any(|m| m["id"] == ask_b && m.get("method").is_none())
+    {
         rest.extend(g.until(|m| m["id"] == ask_b && m.get("method").is_none()));
     }
     assert_eq!(chunks_of(&rest, &a), text, "session a's stream");
@@ -96,6 +99,10 @@ fn a_burst_of_new_sessions_is_answered_every_one() {
         assert!(message.get("error").is_none(), "{message}");
         ids.insert(message["result"]["sessionId"].as_str().unwrap().to_string());
     }
-    assert_eq!(ids.len() as i64, BURST, "every request answered with its own session");
+    assert_eq!(
+        ids.len() as i64,
+        BURST,
+        "every request answered with its own session"
+    );
     writer.join().unwrap().unwrap();
 }
