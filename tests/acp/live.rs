@@ -15,7 +15,7 @@ fn chunks_of(messages: &[Value], session: &str) -> String {
         .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
         .map(|m| &m["params"]["update"])
         .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
-        .map(first_text)
+        .filter_map(|u| u["content"]["text"].as_str())
         .collect()
 }
 
