@@ -10,7 +10,7 @@ use crossbeam_channel::{bounded, never, select_biased, unbounded, Receiver, Send
 
 use crate::cli::{self, Args};
 use crate::exec::BashHandle;
-use crate::host::HostHandle;
+use crate::host::HostRequest;
 use crate::lanes::ControlFrame;
 use crate::protocol::Outbound;
 use crate::provider::catalog::{clamp_thinking, Catalog, Model};
@@ -179,7 +179,9 @@ pub struct Threads {
     sessions: Option<SessionHost>,
     bash: BashHandle,
     bash_thread: std::thread::JoinHandle<()>,
-    host: HostHandle,
+    /// The broker's request lane only: a `HostHandle` would hold the output lane open, and
+    /// ACP's front end (the writer) ends when that lane closes.
+    host: Sender<HostRequest>,
     host_thread: std::thread::JoinHandle<()>,
     writer: Option<std::thread::JoinHandle<()>>,
     writer_done: Receiver<()>,
@@ -250,8 +252,8 @@ impl Threads {
             writer = spawn_writer("gjc-acp", front, control.clone(), writer_done_tx);
         } else {
             let started = sessions.start(Some(startup.session_id.clone()), startup.cwd)?;
-            let live = started.live;
-            control = live.control_lane();
+            let (commands, control_lane) = started.live.into_lanes();
+            control = control_lane;
             if parent.is_gone() {
                 let _ = control.send(ControlFrame::Shutdown("parent process exited"));
             }
@@ -266,8 +268,8 @@ impl Threads {
                 writer_done_tx,
             );
             let routes = stdin::StdinRoutes {
-                control: live.control_lane(),
-                commands: live.command_lane(),
+                control: control.clone(),
+                commands,
                 room: started.room,
                 host: host.sender(),
                 host_tools: started.host_answers,
@@ -294,7 +296,7 @@ impl Threads {
             sessions: kept,
             bash,
             bash_thread,
-            host,
+            host: host.sender(),
             host_thread,
             writer: Some(writer),
             writer_done,
@@ -359,14 +361,16 @@ impl Threads {
 fn finish(
     bash: BashHandle,
     bash_thread: std::thread::JoinHandle<()>,
-    host: HostHandle,
+    host: Sender<HostRequest>,
     host_thread: std::thread::JoinHandle<()>,
     writer: Option<std::thread::JoinHandle<()>>,
     writer_done: Option<Receiver<()>>,
     crashed: &Receiver<()>,
 ) -> i32 {
     bash.shutdown();
-    host.shutdown("RPC client disconnected");
+    let _ = host.send(HostRequest::Shutdown {
+        reason: "RPC client disconnected".into(),
+    });
     drop((bash, host));
     for (handle, name) in [(bash_thread, "gjc-bash"), (host_thread, "gjc-host")] {
         if handle.join().is_err() {

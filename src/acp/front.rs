@@ -228,7 +228,7 @@ impl<W: Write> Front<W> {
 
     /// Stdin EOF: each session answers what it was sent, then shuts down, as in RPC mode.
     fn input_closed(&mut self) {
-        self.tell_all(|| ControlFrame::InputClosed);
+        self.input_closed_all();
         self.closing = true;
         self.finish_if_done();
     }

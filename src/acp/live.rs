@@ -153,7 +153,15 @@ impl<W: Write> Front<W> {
         self.finish_if_done();
     }
 
-    /// Every live session gets `frame` (stdin closed, a signal).
+    /// Every live session is told stdin has closed: it answers what it was sent, then returns.
+    pub(super) fn input_closed_all(&mut self) {
+        let focused = self.c.live.iter_mut();
+        for live in focused.chain(self.parked.values_mut().filter_map(|c| c.live.as_mut())) {
+            live.input_closed();
+        }
+    }
+
+    /// Every live session gets `frame` (a signal).
     pub(super) fn tell_all(&mut self, frame: impl Fn() -> ControlFrame) {
         let focused = self.c.live.iter();
         for live in focused.chain(self.parked.values().filter_map(|c| c.live.as_ref())) {

@@ -33,13 +33,23 @@ pub struct Live {
     pub number: u64,
     pub cwd: PathBuf,
     control: Sender<ControlFrame>,
-    commands: Sender<CommandFrame>,
+    /// `None` once the front end has no more commands for it (`input_closed`).
+    commands: Option<Sender<CommandFrame>>,
 }
 
 impl Live {
     /// Queues a command in order; false at once when the session's lane is full or it ended.
     pub fn command(&self, frame: CommandFrame) -> bool {
-        self.commands.try_send(frame).is_ok()
+        self.commands
+            .as_ref()
+            .is_some_and(|lane| lane.try_send(frame).is_ok())
+    }
+
+    /// The front end's input has ended: the session answers the commands already queued, then
+    /// returns. Its command lane is let go here, as the session drains it until it disconnects.
+    pub fn input_closed(&mut self) {
+        self.control(ControlFrame::InputClosed);
+        self.commands = None;
     }
 
     /// A frame on the control lane, ahead of every queued command.
@@ -47,9 +57,11 @@ impl Live {
         let _ = self.control.send(frame);
     }
 
-    /// The ordered command lane, for RPC's reader (which waits for room in it).
-    pub fn command_lane(&self) -> Sender<CommandFrame> {
-        self.commands.clone()
+    /// The ordered command lane and the control lane, for RPC's reader (which waits for room in it). The caller
+    /// takes it over: the session sees its input end when every holder has let it go.
+    pub fn into_lanes(mut self) -> (Sender<CommandFrame>, Sender<ControlFrame>) {
+        let commands = self.commands.take().expect("a new session's command lane");
+        (commands, self.control)
     }
 
     /// The control lane, for a reader that cancels a run itself.
@@ -171,7 +183,7 @@ impl SessionHost {
             number,
             cwd,
             control: control_tx,
-            commands: commands_tx,
+            commands: Some(commands_tx),
         };
         Ok(Started {
             live,
