@@ -110,7 +110,7 @@ pub struct Front<W: Write> {
     next_id: u64,
     pub(super) next_client_id: i64,
     waiting: HashMap<String, Waiting>,
-    pub(super) outgoing: HashMap<RequestId, super::callbacks::Outgoing>,
+    pub(super) outgoing: HashMap<RequestId, super::callbacks::Asked>,
     pub(super) terminals: super::terminal::Terminals,
     /// Tells the reader which prompts are running, so a `session/cancel` acts at once.
     pub(super) running: super::reader::Running,

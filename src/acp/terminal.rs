@@ -382,8 +382,7 @@ impl<W: Write> Front<W> {
         run.request = id.clone();
         run.deadline = deadline;
         let host_id = host_id.to_string();
-        self.outgoing
-            .insert(id.clone(), Outgoing::Terminal { host_id });
+        self.ask(id.clone(), Outgoing::Terminal { host_id });
         self.wire.request(id, step.method(), params)
     }
 

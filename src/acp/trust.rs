@@ -43,7 +43,7 @@ impl<W: Write> Front<W> {
     fn asking_trust(&self, cwd: &Path) -> bool {
         self.outgoing
             .values()
-            .any(|o| matches!(o, Outgoing::Trust { cwd: asked } if asked == cwd))
+            .any(|o| matches!(&o.what, Outgoing::Trust { cwd: asked } if asked == cwd))
     }
 
     fn ask_trust(&mut self, cwd: PathBuf) -> std::io::Result<()> {
@@ -75,7 +75,7 @@ impl<W: Write> Front<W> {
         let id = self.next_request_id();
         let call = ToolCallUpdate::new(format!("gjc-trust-{id}"), fields);
         let params = RequestPermissionRequest::new(self.session_id(), call, options);
-        self.outgoing.insert(id.clone(), Outgoing::Trust { cwd });
+        self.ask(id.clone(), Outgoing::Trust { cwd });
         self.wire.request(id, "session/request_permission", params)
     }
 
