@@ -225,7 +225,10 @@ impl<W: Write> Front<W> {
         // terminal's steps are still followed to their end (its release).
         let live = self.focus(&asked.session);
         if !live && !matches!(asked.what, Outgoing::Terminal { .. }) {
-            log::debug!("ignoring a response to {id}: session {} has ended", asked.session);
+            log::debug!(
+                "ignoring a response to {id}: session {} has ended",
+                asked.session
+            );
             return Ok(());
         }
         match asked.what {

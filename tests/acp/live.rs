@@ -106,3 +106,36 @@ fn a_burst_of_new_sessions_is_answered_every_one() {
     );
     writer.join().unwrap().unwrap();
 }
+
+#[test]
+fn a_permission_answer_is_handled_under_the_session_that_asked() {
+    let mut g = acp(write_turns("a.txt", "allowed\n"));
+    g.initialize(json!({}));
+    let a = g.new_session();
+    let id = g.prompt(&a, "write it");
+    let before = g.until(|m| m["method"] == "session/request_permission");
+    let ask = before.last().unwrap().clone();
+    assert_eq!(ask["params"]["sessionId"], a);
+    // The front end works on another session before the user answers.
+    let b = g.new_session();
+    assert_ne!(a, b);
+    g.answer(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+    );
+    let (reason, after) = g.stop_reason(id);
+    assert_eq!(reason, "end_turn");
+    let tool_updates: Vec<&Value> = after
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "tool_call_update")
+        .collect();
+    assert!(
+        tool_updates
+            .iter()
+            .any(|m| m["params"]["update"]["status"] == "in_progress"),
+        "{after:?}"
+    );
+    for m in tool_updates {
+        assert_eq!(m["params"]["sessionId"], a, "{m}");
+    }
+}
