@@ -191,6 +191,7 @@ impl Threads {
     /// Starts every role thread in the order that makes `ready` the first frame.
     pub fn start(startup: Startup, parent: Parent) -> Result<Threads, String> {
         let crashed = install_panic_hook();
+        raise_open_file_limit();
         let (out_tx, out_rx, _drained) = crate::output::lane();
         // 0. Signal handlers and the parent-death signal come first: a host may act as soon as
         // it sees `ready`. The handlers must exist before the parent-death signal is armed, or
@@ -389,6 +390,28 @@ fn finish(
         CRASH_EXIT
     } else {
         0
+    }
+}
+
+/// Raises the soft limit on open descriptors to the hard one, as servers do: many live ACP
+/// sessions each open files on use (session file, gate store, registry, trust store), and the
+/// usual soft limit of 1,024 is far below what the system allows.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= limit.rlim_max
+        {
+            return;
+        }
+        let soft = limit.rlim_cur;
+        limit.rlim_cur = limit.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+            log::debug!("the open-file limit stays at {soft}");
+        }
     }
 }
 

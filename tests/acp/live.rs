@@ -139,3 +139,35 @@ fn a_permission_answer_is_handled_under_the_session_that_asked() {
         assert_eq!(m["params"]["sessionId"], a, "{m}");
     }
 }
+
+#[test]
+fn idle_live_sessions_hold_no_descriptors() {
+    let mut g = acp(json!({"turns": []}));
+    g.initialize(json!({}));
+    let pid = g.child.id();
+    let open = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .count()
+    };
+    // A session has started when it has answered a command (its start comes first).
+    let started = |g: &mut Acp, session: &str| {
+        let set = g.request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "model", "value": "scripted/scripted"}),
+        );
+        g.result(set);
+    };
+    let first = g.new_session();
+    started(&mut g, &first);
+    let with_one = open();
+    for _ in 0..20 {
+        let session = g.new_session();
+        started(&mut g, &session);
+    }
+    assert_eq!(
+        open(),
+        with_one,
+        "descriptors held by 20 more idle sessions"
+    );
+}
