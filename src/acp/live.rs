@@ -33,6 +33,9 @@ pub struct Conversation {
     pub(super) model: Option<String>,
     /// Context use, cost and title, sent after each turn.
     pub(super) stats: super::usage::SessionStats,
+    /// When it started, in milliseconds since the epoch: its place in `session/list` until its
+    /// file exists.
+    pub(super) started_ms: u64,
 }
 
 impl Conversation {
@@ -55,6 +58,7 @@ impl Conversation {
             permissions: "ask",
             model,
             stats: super::usage::SessionStats::new(windows),
+            started_ms: crate::ids::now_ms(),
         }
     }
 }
@@ -87,6 +91,22 @@ impl<W: Write> Front<W> {
             self.parked
                 .insert(conversation.session.clone(), conversation);
         }
+    }
+
+    /// The live sessions as `session/list` shows them, for those not written to a file yet.
+    pub(super) fn live_listed(&self) -> Vec<crate::session::store::Stored> {
+        let focused = Some(&self.c).filter(|c| c.live.is_some());
+        focused
+            .into_iter()
+            .chain(self.parked.values())
+            .map(|c| crate::session::store::Stored {
+                id: c.session.clone(),
+                path: PathBuf::new(),
+                cwd: Some(c.cwd.to_string_lossy().into_owned()),
+                title: c.stats.title.clone(),
+                modified_ms: c.started_ms,
+            })
+            .collect()
     }
 
     /// Whether `session` is live on this connection.

@@ -221,7 +221,14 @@ impl<W: Write> Front<W> {
             Some(Some(cursor)) => Some(cursor),
             None => None,
         };
-        let stored = store::stored_in(&self.projects.folders());
+        let mut stored = store::stored_in(&self.projects.folders());
+        // A live session is listed before its first message has given it a file.
+        let unwritten: Vec<Stored> = self
+            .live_listed()
+            .into_iter()
+            .filter(|live| !stored.iter().any(|s| s.id == live.id))
+            .collect();
+        stored.extend(unwritten);
         let (sessions, next) = page(stored, filter.as_deref(), after.as_ref(), PAGE);
         let sessions = sessions.into_iter().filter_map(info).collect();
         let response = ListSessionsResponse::new(sessions).next_cursor(next.map(|c| c.text()));

@@ -171,3 +171,91 @@ fn idle_live_sessions_hold_no_descriptors() {
         "descriptors held by 20 more idle sessions"
     );
 }
+
+/// Every message until each of `ids` has been answered (responses included).
+fn until_answered(g: &mut Acp, ids: &[i64]) -> Vec<Value> {
+    let mut seen: Vec<Value> = Vec::new();
+    let answered = |seen: &[Value], id: i64| {
+        seen.iter()
+            .any(|m| m["id"] == id && m.get("method").is_none())
+    };
+    while let Some(&left) = ids.iter().find(|&&id| !answered(&seen, id)) {
+        seen.extend(g.until(|m| m["id"] == left && m.get("method").is_none()));
+    }
+    seen
+}
+
+#[test]
+fn ten_sessions_prompt_at_once_each_stream_complete_and_tagged() {
+    let text = "Ten at once, each in chunks of six characters.";
+    let turns: Vec<Value> = (0..10).map(|_| turn(text, 6)).collect();
+    let mut g = acp(json!({ "turns": turns }));
+    g.initialize(json!({}));
+    let sessions: Vec<String> = (0..10).map(|_| g.new_session()).collect();
+    let asks: Vec<i64> = sessions.iter().map(|s| g.prompt(s, "hi")).collect();
+    let seen = until_answered(&mut g, &asks);
+    for (session, ask) in sessions.iter().zip(&asks) {
+        assert_eq!(
+            chunks_of(&seen, session),
+            text,
+            "session {session}'s stream"
+        );
+        let answer = seen
+            .iter()
+            .find(|m| m["id"] == *ask && m.get("method").is_none());
+        assert_eq!(answer.unwrap()["result"]["stopReason"], "end_turn");
+    }
+}
+
+#[test]
+fn a_tool_call_runs_in_one_session_while_another_is_cancelled() {
+    let long = "A long reply that is still streaming when its session is cancelled. ".repeat(20);
+    let mut script = write_turns("a.txt", "written\n");
+    script["turns"]
+        .as_array_mut()
+        .unwrap()
+        .insert(0, turn(&long, 2));
+    let mut g = acp(script);
+    g.initialize(json!({}));
+    let streaming = g.new_session();
+    let writing = g.new_session();
+    let ask_streaming = g.prompt(&streaming, "talk");
+    g.until(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
+    let ask_writing = g.prompt(&writing, "write it");
+    let before = g.until(|m| m["method"] == "session/request_permission");
+    let permission = before.last().unwrap().clone();
+    assert_eq!(permission["params"]["sessionId"], writing);
+    g.notify("session/cancel", json!({"sessionId": streaming}));
+    g.answer(
+        &permission["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+    );
+    let seen = until_answered(&mut g, &[ask_streaming, ask_writing]);
+    let reason = |id: i64| {
+        seen.iter()
+            .find(|m| m["id"] == id && m.get("method").is_none())
+            .map(|m| m["result"]["stopReason"].clone())
+    };
+    assert_eq!(reason(ask_streaming), Some(json!("cancelled")));
+    assert_eq!(reason(ask_writing), Some(json!("end_turn")));
+    assert_eq!(
+        std::fs::read_to_string(g.project.join("a.txt")).unwrap(),
+        "written\n"
+    );
+}
+
+#[test]
+fn session_list_shows_live_sessions_without_a_file() {
+    let mut g = acp(json!({"turns": []}));
+    g.initialize(json!({}));
+    let a = g.new_session();
+    let b = g.new_session();
+    let list = g.request("session/list", json!({}));
+    let listed = g.result(list);
+    let sessions = listed["sessions"].as_array().unwrap();
+    for live in [&a, &b] {
+        let shown = sessions.iter().find(|s| s["sessionId"] == *live);
+        let shown = shown.unwrap_or_else(|| panic!("{live} not listed: {listed}"));
+        assert_eq!(shown["cwd"], json!(g.project), "{shown}");
+    }
+}
