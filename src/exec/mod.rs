@@ -97,8 +97,9 @@ pub enum BashRequest {
     Abort(u64, JobOwner),
     /// A session ended: kill its commands (their results still go to it).
     EndSession(u64),
-    /// The session ended: remove spill files of finished commands (unless they are kept).
-    ClearSpill,
+    /// The session started anew: remove the spill files of its finished commands (unless they
+    /// are kept); the other sessions' stay.
+    ClearSpill(u64),
     Shutdown,
 }
 
@@ -178,7 +179,7 @@ impl BashHandle {
     }
 
     pub fn clear_spill(&self) {
-        self.send(BashRequest::ClearSpill);
+        self.send(BashRequest::ClearSpill(self.session));
     }
 }
 
@@ -203,6 +204,8 @@ pub struct BashActor {
     /// Made on the first command, so a session that runs none creates nothing.
     spill_dir: Option<tempfile::TempDir>,
     keep_spill: bool,
+    /// The session of each command given a spill path, until its file is cleared.
+    spilled: HashMap<u64, u64>,
     buf: Vec<u8>,
 }
 
@@ -223,6 +226,7 @@ pub fn spawn(
         spill_parent,
         spill_dir: None,
         keep_spill,
+        spilled: HashMap::new(),
         buf: vec![0u8; READ_CHUNK],
     };
     let thread = std::thread::Builder::new()
@@ -257,7 +261,7 @@ impl BashActor {
         loop {
             match self.requests.try_recv() {
                 Ok(BashRequest::Run(session, job)) => self.start(session, job),
-                Ok(BashRequest::ClearSpill) => self.clear_spill(),
+                Ok(BashRequest::ClearSpill(session)) => self.clear_spill(session),
                 Ok(BashRequest::Abort(session, owner)) => self.abort(session, Some(&owner)),
                 Ok(BashRequest::EndSession(session)) => self.abort(session, None),
                 Ok(BashRequest::Shutdown) | Err(TryRecvError::Disconnected) => return false,
@@ -369,6 +373,9 @@ impl BashActor {
         );
         match spawned {
             Ok(spawned) => {
+                if spill.is_some() {
+                    self.spilled.insert(id, session);
+                }
                 self.running
                     .insert(id, Job::start(session, job, spawned, spill));
             }
@@ -437,25 +444,19 @@ impl BashActor {
         }
     }
 
-    /// Removes the spill files of commands that are no longer running.
-    fn clear_spill(&mut self) {
+    /// Removes the spill files of `session`'s commands that are no longer running.
+    fn clear_spill(&mut self, session: u64) {
         let Some(dir) = self.spill_dir.as_ref().filter(|_| !self.keep_spill) else {
             return;
         };
-        let live: Vec<String> = self
-            .running
-            .keys()
-            .map(|id| format!("bash-{id}.log"))
-            .collect();
-        for entry in std::fs::read_dir(dir.path())
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-        {
-            if !live.iter().any(|l| entry.file_name() == l.as_str()) {
-                let _ = std::fs::remove_file(entry.path());
+        let running = &self.running;
+        self.spilled.retain(|id, owner| {
+            if *owner != session || running.contains_key(id) {
+                return true;
             }
-        }
+            let _ = std::fs::remove_file(dir.path().join(format!("bash-{id}.log")));
+            false
+        });
     }
 
     /// Kills every command, waits (boundedly) for their ends, kills what escaped them, and
@@ -520,76 +521,4 @@ fn empty_result() -> BashResult {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(command: &str, timeout: Option<Duration>) -> BashResult {
-        let dir = tempfile::tempdir().unwrap();
-        let (handle, thread) = spawn(dir.path().to_path_buf(), false).unwrap();
-        let (tx, rx) = unbounded();
-        handle.run(BashJob {
-            owner: JobOwner::User,
-            command: command.into(),
-            cwd: dir.path().into(),
-            timeout,
-            stream: false,
-            confine: None,
-            stderr: None,
-            output_limit: None,
-            reply: tx.into(),
-        });
-        let result = loop {
-            match rx
-                .recv_timeout(Duration::from_secs(20))
-                .expect("bash result")
-            {
-                BashEvent::Exit { result, .. } => break result,
-                BashEvent::Output { .. } => {}
-            }
-        };
-        handle.shutdown();
-        thread.join().unwrap();
-        result
-    }
-
-    #[test]
-    fn merges_streams_and_reports_exit_code() {
-        let r = run("echo out; echo err 1>&2; exit 3", None);
-        assert_eq!(r.exit_code, Some(3));
-        assert!(
-            r.output.contains("out\n") && r.output.contains("err\n"),
-            "{:?}",
-            r.output
-        );
-    }
-
-    #[test]
-    fn background_children_do_not_hold_the_command_open() {
-        let started = Instant::now();
-        let r = run("sleep 1000 & echo started", None);
-        assert_eq!(r.exit_code, Some(0));
-        assert!(started.elapsed() < Duration::from_secs(10));
-    }
-
-    #[test]
-    fn timeout_kills_the_group() {
-        let r = run("sleep 30", Some(Duration::from_millis(200)));
-        assert!(r.timed_out);
-        assert_eq!(r.exit_code, None);
-    }
-
-    #[test]
-    fn utf8_split_across_reads_is_kept() {
-        let mut buf = "é".as_bytes()[..1].to_vec();
-        assert_eq!(job::take_valid_utf8(&mut buf), "");
-        buf.push("é".as_bytes()[1]);
-        assert_eq!(job::take_valid_utf8(&mut buf), "é");
-    }
-
-    #[test]
-    fn invalid_utf8_is_replaced_and_valid_text_kept() {
-        let r = run(r"printf 'a\377b \303\251 \360\237\230\200\n'", None);
-        assert_eq!(r.exit_code, Some(0));
-        assert_eq!(r.output, "a\u{fffd}b é 😀\n");
-    }
-}
+mod tests;
