@@ -122,7 +122,7 @@ impl Startup {
         };
         let thinking = clamp_thinking(args.thinking.as_deref().unwrap_or("off"), model.as_ref());
         let blueprint = Blueprint {
-            catalog,
+            catalog: std::sync::Arc::new(catalog),
             model,
             thinking,
             tool_names,

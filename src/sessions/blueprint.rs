@@ -1,6 +1,7 @@
 //! What every new session is made from: the start-up choices (model, thinking level, tools,
 //! how a project loads, where sessions are stored, the sandbox policy), resolved once at start.
-//! A session made from it owns its copy; nothing here changes after start.
+//! A session made from it owns its copy (the model catalog is shared); nothing here changes
+//! after start.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,7 +15,8 @@ use crate::session::state::Session;
 use crate::tools::ToolRegistry;
 
 pub struct Blueprint {
-    pub catalog: Catalog,
+    /// Shared with each session made from it, not copied.
+    pub catalog: Arc<Catalog>,
     pub model: Option<Model>,
     pub thinking: &'static str,
     /// The tools each session gets (`--tools`, `--no-tools`).

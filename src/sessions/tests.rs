@@ -13,7 +13,7 @@ const WAIT: Duration = Duration::from_secs(20);
 
 fn blueprint(agent_dir: &std::path::Path) -> Blueprint {
     Blueprint {
-        catalog: crate::provider::catalog::Catalog::load(agent_dir),
+        catalog: std::sync::Arc::new(crate::provider::catalog::Catalog::load(agent_dir)),
         model: None,
         thinking: "off",
         tool_names: Vec::new(),
