@@ -259,3 +259,47 @@ fn session_list_shows_live_sessions_without_a_file() {
         assert_eq!(shown["cwd"], json!(g.project), "{shown}");
     }
 }
+
+#[test]
+fn each_session_keeps_its_own_folder_and_project_context() {
+    use crate::support::fake_provider::{openai_text, FakeProvider, Reply};
+    let fake = FakeProvider::start();
+    for _ in 0..2 {
+        fake.push(Reply::sse(openai_text(&["Done."])));
+    }
+    let home = tempfile::tempdir().unwrap();
+    let agent = home.path().join("agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    crate::support::gjc::write_models_json(&agent, &fake.base_url);
+    let other = home.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(
+        other.join("AGENTS.md"),
+        "Only the other project: MARKER-OTHER.\n",
+    )
+    .unwrap();
+    let other = other.canonicalize().unwrap();
+    let mut g = spawn_with(home, &["--provider", "fake-openai", "--model", "m"]);
+    g.initialize(json!({}));
+    let here = g.new_session();
+    let id = g.request("session/new", json!({"cwd": other, "mcpServers": []}));
+    let there = g.result(id)["sessionId"].as_str().unwrap().to_string();
+    let system_prompt = |g: &mut Acp, session: &str| {
+        let ask = g.prompt(session, "hi");
+        let request = fake.request(std::time::Duration::from_secs(10));
+        assert_eq!(g.stop_reason(ask).0, "end_turn");
+        request.body.to_string()
+    };
+    let seen_here = system_prompt(&mut g, &here);
+    let seen_there = system_prompt(&mut g, &there);
+    assert!(!seen_here.contains("MARKER-OTHER"), "{seen_here}");
+    assert!(seen_there.contains("MARKER-OTHER"), "{seen_there}");
+    assert!(
+        seen_there.contains(&*other.to_string_lossy()),
+        "{seen_there}"
+    );
+    assert!(
+        !seen_here.contains(&*other.to_string_lossy()),
+        "{seen_here}"
+    );
+}
