@@ -1,24 +1,25 @@
-//! The wiring: creates every channel and spawns every role thread in one place, in the order
-//! that guarantees `ready` is the first frame, and joins them at shutdown.
+//! The wiring, as values: [`Startup`] is what the command line and the environment resolve to,
+//! [`Threads`] the running role threads, whose `join` returns the exit code. Every channel is
+//! made and every role thread spawned here, in the order that makes `ready` the first frame.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, select_biased, unbounded, Receiver, Sender};
+use crossbeam_channel::{bounded, never, select_biased, unbounded, Receiver, Sender};
 
 use crate::cli::Args;
+use crate::exec::BashHandle;
+use crate::host::HostRequest;
+use crate::lanes::ControlFrame;
 use crate::protocol::Outbound;
 use crate::provider::catalog::{clamp_thinking, Catalog, Model};
 use crate::provider::scripted::Script;
 use crate::session::project::ProjectOptions;
-use crate::session::queue::Queues;
-use crate::session::retry::RetryPolicy;
-use crate::session::state::Session;
-use crate::session::{Channels, ControlFrame, SessionLoop};
+use crate::sessions::{Blueprint, SessionHost};
 use crate::tools::{ToolRegistry, DEFAULT_TOOLS};
 use crate::transport::{stdin, stdout};
-use crate::{exec, host, prompt};
+use crate::{exec, host};
 
 /// The exit status after a role thread panicked (what Rust uses for a panicking `main`).
 const CRASH_EXIT: i32 = 101;
@@ -50,293 +51,335 @@ impl Parent {
     }
 }
 
-/// Runs RPC mode until stdin closes, a signal arrives or `parent` dies. Returns the exit code.
+/// Runs the front end chosen by `--mode` until stdin closes, a signal arrives or `parent` dies.
+/// Returns the exit code.
 pub fn run(args: Args, parent: Parent) -> i32 {
-    let cwd = match resolve_cwd(&args) {
-        Ok(c) => c,
+    let startup = match Startup::resolve(&args) {
+        Ok(s) => s,
         Err(e) => return fatal(&e),
     };
-    let tool_names: Vec<String> = match (&args.tools, args.no_tools) {
-        (_, true) => Vec::new(),
-        (Some(t), _) => t
-            .iter()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect(),
-        (None, _) => DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
-    };
-    let tools = match ToolRegistry::builtin(&tool_names) {
-        Ok(t) => t,
-        Err(e) => return fatal(&e),
-    };
-    let agent_dir = crate::settings::get().agent_dir.clone();
-    if args.trust_project {
-        if let Err(e) = crate::trust::TrustStore::new(&agent_dir).remember(&cwd, true) {
-            return fatal(&format!("--trust-project: {e}"));
-        }
+    match Threads::start(startup, parent) {
+        Ok(threads) => threads.join(),
+        Err(e) => fatal(&e),
     }
-    let catalog = Catalog::load(&agent_dir);
-    crate::secrets::Secrets::from_catalog(&catalog, args.pass_secrets_to_tools).install();
-    let model = match pick_model(&catalog, &args) {
-        Ok(m) => m,
-        Err(e) => return fatal(&e),
-    };
-    let project = ProjectOptions {
-        agent_dir: agent_dir.clone(),
-        replace: args.system_prompt.clone(),
-        append: args.append_system_prompt.clone(),
-        rules: !args.no_rules,
-        skills: !args.no_skills,
-        fixed_session_dir: args.session_dir.clone(),
-    };
-    let crate::session::project::Loaded {
-        system_prompt,
-        rules,
-    } = project.load(&cwd, &tools.specs());
-    let session_id = args
-        .provider_session_id
-        .clone()
-        .unwrap_or_else(crate::ids::uuid_v7);
-    let thinking = clamp_thinking(args.thinking.as_deref().unwrap_or("off"), model.as_ref());
-    let script = args.script.as_ref().map(|p| Script::load(p).map(Arc::new));
-    let sessions_root = agent_dir.join("sessions");
-    let session_dir = project.session_dir(&sessions_root, &cwd);
-    let store = if args.no_session {
-        crate::session::store::Store::in_memory(&session_id, &cwd)
-    } else {
-        crate::session::store::Store::create(&session_dir, &session_id, &cwd, None)
-    };
-    let state = Session {
-        id: session_id.clone(),
-        name: None,
-        cwd,
-        catalog,
-        model,
-        thinking,
-        queues: Queues::default(),
-        retry: RetryPolicy::default(),
-        auto_compaction: true,
-        messages: Default::default(),
-        todos: Vec::new(),
-        system_prompt,
-        rules: Arc::new(rules),
-        tools,
-        script,
-        schemes: Arc::default(),
-        store,
-        session_dir,
-        sessions_root,
-        project,
-        workflow: Default::default(),
-        project_trusted: false,
-    };
-    serve(state, &args, session_id, parent)
 }
 
-fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32 {
-    let crashed = install_panic_hook();
-    let (out_tx, out_rx, out_drained) = crate::output::lane();
-    let (control_tx, control_rx) = bounded(stdin::CONTROL_QUEUE);
-    let (command_tx, command_rx) = bounded(stdin::COMMAND_QUEUE);
-    let (taken, room) = crate::room::room();
+/// Everything resolved from the command line and the environment before any thread starts.
+pub struct Startup {
+    /// The folder the first session works in (`--cwd`, else the current one).
+    pub cwd: PathBuf,
+    /// What every session is made from.
+    pub blueprint: Blueprint,
+    /// The id of RPC mode's session (`--provider-session-id`, else a new one).
+    pub session_id: String,
+    pub acp: bool,
+    pub keep_bash_output: bool,
+    /// Skills are offered as ACP slash commands (not with `--no-skills`).
+    pub skills: bool,
+    /// `--session-dir`.
+    pub session_dir: Option<PathBuf>,
+}
 
-    // 0. Signal handlers and the parent-death signal come first: a host may act as soon as it
-    // sees `ready`. The handlers must exist before the parent-death signal is armed, or that
-    // SIGTERM would kill the process without its shutdown. Their threads start after `ready`;
-    // what arrives before then waits in the handlers' pipe or is seen by the first check.
-    let signals = install_signal_handlers();
-    arm_parent_death();
-    // Before any command runs: what escapes a command's process group comes back to gjc.
-    exec::orphans::become_subreaper();
-    if parent.is_gone() {
-        let _ = control_tx.send(ControlFrame::Shutdown("parent process exited"));
+impl Startup {
+    pub fn resolve(args: &Args) -> Result<Startup, String> {
+        let cwd = resolve_cwd(args)?;
+        let tool_names: Vec<String> = match (&args.tools, args.no_tools) {
+            (_, true) => Vec::new(),
+            (Some(t), _) => t
+                .iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            (None, _) => DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
+        };
+        // Checked here, so a bad `--tools` stops the start instead of every session.
+        ToolRegistry::builtin(&tool_names)?;
+        let agent_dir = crate::settings::get().agent_dir.clone();
+        if args.trust_project {
+            crate::trust::TrustStore::new(&agent_dir)
+                .remember(&cwd, true)
+                .map_err(|e| format!("--trust-project: {e}"))?;
+        }
+        let catalog = Catalog::load(&agent_dir);
+        crate::secrets::Secrets::from_catalog(&catalog, args.pass_secrets_to_tools).install();
+        let model = pick_model(&catalog, args)?;
+        let acp = args.mode.as_deref() == Some("acp");
+        let policy = crate::sandbox::Policy::from_args(
+            args.sandbox.as_deref(),
+            acp,
+            args.sandbox_network,
+            &args.writable_root,
+        )
+        .map_err(|e| format!("--sandbox: {e}"))?;
+        let project = ProjectOptions {
+            agent_dir,
+            replace: args.system_prompt.clone(),
+            append: args.append_system_prompt.clone(),
+            rules: !args.no_rules,
+            skills: !args.no_skills,
+            fixed_session_dir: args.session_dir.clone(),
+            todo_reminders: crate::settings::get().todo_reminders,
+        };
+        let thinking = clamp_thinking(args.thinking.as_deref().unwrap_or("off"), model.as_ref());
+        let blueprint = Blueprint {
+            catalog: std::sync::Arc::new(catalog),
+            model,
+            thinking,
+            tool_names,
+            script: args.script.as_ref().map(|p| Script::load(p).map(Arc::new)),
+            project,
+            persistent: !args.no_session,
+            compact_updates: args.compact_updates,
+            policy,
+            transport: "stdio",
+        };
+        Ok(Startup {
+            cwd,
+            blueprint,
+            session_id: args
+                .provider_session_id
+                .clone()
+                .unwrap_or_else(crate::ids::uuid_v7),
+            acp,
+            keep_bash_output: args.keep_bash_output,
+            skills: !args.no_skills,
+            session_dir: args.session_dir.clone(),
+        })
     }
 
-    // 1. The writer, and `ready` as its first frame, before anything can be read. In ACP mode
-    // the front end is the writer; it starts with its reader (3.), and there is no `ready`.
-    let acp = args.mode.as_deref() == Some("acp");
-    let (writer_done_tx, writer_done) = bounded::<()>(1);
-    let mut frames = Some(out_rx);
-    let mut writer = None;
-    if !acp {
-        let out_rx = frames.take();
-        let session_id = session_id.clone();
-        writer = Some(spawn_writer(
-            "gjc-stdout",
-            move || {
-                stdout::widen_pipe();
-                let writer = stdout::Writer::new(std::io::stdout().lock(), session_id);
-                match out_rx {
-                    Some(out_rx) => writer.run(out_rx),
-                    None => Ok(()),
+    /// The models ACP offers, and the one sessions start with.
+    fn models(&self) -> crate::acp::front::Models {
+        let b = &self.blueprint;
+        let key = |m: &Model| format!("{}/{}", m.provider, m.id);
+        crate::acp::front::Models {
+            available: b
+                .catalog
+                .available()
+                .iter()
+                .map(|m| (key(m), m.name.clone()))
+                .collect(),
+            current: b.model.as_ref().map(key),
+            windows: b
+                .catalog
+                .available()
+                .into_iter()
+                .chain(b.model.as_ref())
+                .map(|m| (key(m), m.context_window))
+                .collect(),
+        }
+    }
+}
+
+/// The running process: its role threads, joined in order at the end.
+pub struct Threads {
+    crashed: Receiver<()>,
+    control: Sender<ControlFrame>,
+    /// The RPC session's end (its number); ACP's front end reaps its own sessions.
+    session_done: Receiver<u64>,
+    sessions: Option<SessionHost>,
+    bash: BashHandle,
+    bash_thread: std::thread::JoinHandle<()>,
+    /// The broker's request lane only: a `HostHandle` would hold the output lane open, and
+    /// ACP's front end (the writer) ends when that lane closes.
+    host: Sender<HostRequest>,
+    host_thread: std::thread::JoinHandle<()>,
+    writer: Option<std::thread::JoinHandle<()>>,
+    writer_done: Receiver<()>,
+}
+
+impl Threads {
+    /// Starts every role thread in the order that makes `ready` the first frame.
+    pub fn start(startup: Startup, parent: Parent) -> Result<Threads, String> {
+        let crashed = install_panic_hook();
+        raise_open_file_limit();
+        let (out_tx, out_rx, _drained) = crate::output::lane();
+        // 0. Signal handlers and the parent-death signal come first: a host may act as soon as
+        // it sees `ready`. The handlers must exist before the parent-death signal is armed, or
+        // that SIGTERM would kill the process without its shutdown. Their threads start after
+        // `ready`; what arrives before then waits in the handlers' pipe or is seen by the
+        // first check.
+        let signals = install_signal_handlers();
+        arm_parent_death();
+        // Before any command runs: what escapes a command's process group comes back to gjc.
+        exec::orphans::become_subreaper();
+        // 1. `ready` is queued before anything else can be, so it is the first frame written.
+        // In ACP mode the front end is the writer; it starts with its reader, and there is no
+        // `ready`.
+        if !startup.acp {
+            let _ = out_tx.send(Outbound::Ready);
+        }
+        let (writer_done_tx, writer_done) = bounded::<()>(1);
+
+        // 2. The threads every session shares.
+        let (bash, bash_thread) = exec::spawn(std::env::temp_dir(), startup.keep_bash_output)
+            .map_err(|e| format!("cannot start the bash thread: {e}"))?;
+        let (host, host_thread) = host::spawn(out_tx.clone())
+            .map_err(|e| format!("cannot start the host thread: {e}"))?;
+
+        // 3. The sessions, the writer, then the reader. Shutdown requests (signals, parent
+        // death, a closed stdout) go to `control`: RPC's one session's control lane, or ACP's
+        // front end, which ends every session.
+        let models = startup.models();
+        let (mut sessions, session_done) =
+            SessionHost::new(startup.blueprint, bash.clone(), host.clone(), out_tx);
+        let control;
+        let writer;
+        let mut kept = None;
+        if startup.acp {
+            let (shutdown_tx, shutdowns) = bounded::<ControlFrame>(stdin::CONTROL_QUEUE);
+            control = shutdown_tx;
+            if parent.is_gone() {
+                let _ = control.send(ControlFrame::Shutdown("parent process exited"));
+            }
+            let projects = crate::acp::sessions::Projects {
+                agent_dir: sessions.blueprint().project.agent_dir.clone(),
+                sessions_root: sessions.blueprint().project.agent_dir.join("sessions"),
+                fixed_dir: startup.session_dir,
+                persistent: sessions.blueprint().persistent,
+                skills: startup.skills,
+            };
+            let sandbox = sessions.blueprint().policy.mode;
+            let connections = crate::acp::Connections {
+                frames: out_rx,
+                sessions: Some(sessions),
+                ended: session_done.clone(),
+                shutdowns,
+                host: host.sender(),
+                models,
+                projects,
+                sandbox,
+            };
+            let front = crate::acp::start(connections, crate::settings::get().max_line_bytes);
+            writer = spawn_writer("gjc-acp", front, control.clone(), writer_done_tx);
+        } else {
+            let started = sessions.start(Some(startup.session_id.clone()), startup.cwd)?;
+            let (commands, control_lane) = started.live.into_lanes();
+            control = control_lane;
+            if parent.is_gone() {
+                let _ = control.send(ControlFrame::Shutdown("parent process exited"));
+            }
+            let session_id = startup.session_id;
+            writer = spawn_writer(
+                "gjc-stdout",
+                move || {
+                    stdout::widen_pipe();
+                    stdout::Writer::new(std::io::stdout().lock(), session_id).run(out_rx)
+                },
+                control.clone(),
+                writer_done_tx,
+            );
+            let routes = stdin::StdinRoutes {
+                control: control.clone(),
+                commands,
+                room: started.room,
+                host: host.sender(),
+                host_tools: started.host_answers,
+            };
+            // Never joined: a read blocked on a live stdin cannot be interrupted, and at a
+            // signal the process exits with the reader still waiting.
+            let _stdin = spawn("gjc-stdin", move || {
+                stdin::run(
+                    std::io::stdin().lock(),
+                    routes,
+                    crate::settings::get().max_line_bytes,
+                )
+            });
+            kept = Some(sessions);
+        }
+        if let Some(signals) = signals {
+            watch_signals(signals, control.clone(), parent);
+        }
+        watch_parent(control.clone(), parent);
+        Ok(Threads {
+            crashed,
+            control,
+            session_done,
+            sessions: kept,
+            bash,
+            bash_thread,
+            host: host.sender(),
+            host_thread,
+            writer: Some(writer),
+            writer_done,
+        })
+    }
+
+    /// Waits for the end (stdin closed, a signal, a crash) and returns the exit code.
+    pub fn join(self) -> i32 {
+        let Threads {
+            crashed,
+            control,
+            session_done,
+            mut sessions,
+            bash,
+            bash_thread,
+            host,
+            host_thread,
+            writer,
+            writer_done,
+        } = self;
+        // A crashed role thread ends the process: the others may be waiting for it forever.
+        // In ACP mode the front end (the writer) ends once its sessions have.
+        // RPC waits for its session; the ACP front end (the writer) for all of its own.
+        let (ended, front_done) = match &sessions {
+            Some(_) => (session_done, never()),
+            None => (never(), writer_done.clone()),
+        };
+        select_biased! {
+            recv(crashed) -> _ => {
+                let _ = control.send(ControlFrame::Shutdown("a thread crashed"));
+                bash.shutdown();
+                wait_bounded(&bash_thread, CRASH_CLEANUP);
+                return CRASH_EXIT;
+            },
+            recv(ended) -> number => {
+                if let (Some(sessions), Ok(number)) = (sessions.as_mut(), number) {
+                    sessions.reap(number);
                 }
             },
-            control_tx.clone(),
-            writer_done_tx.clone(),
-        ));
-        let _ = out_tx.send(Outbound::Ready);
-    }
-
-    // 2. The actors the session talks to.
-    let (bash, bash_thread) = match exec::spawn(std::env::temp_dir(), args.keep_bash_output) {
-        Ok(b) => b,
-        Err(e) => return fatal(&format!("cannot start the bash thread: {e}")),
-    };
-    let (host, host_thread) = match host::spawn(out_tx.clone()) {
-        Ok(h) => h,
-        Err(e) => return fatal(&format!("cannot start the host thread: {e}")),
-    };
-
-    // 3. The session, then the reader.
-    let (provider_tx, provider) = bounded(256);
-    let (tool_tx, tool) = unbounded();
-    let (bash_tx, bash_events) = unbounded();
-    // Unbounded like the broker's lane: the reader hands on each answer at once, so that one
-    // behind it (an abort) is never held up; the session takes each as it comes.
-    let (host_answers_tx, host_answers) = unbounded();
-    let channels = Channels {
-        control: control_rx,
-        commands: command_rx,
-        taken,
-        out: out_tx,
-        out_drained,
-        provider_tx,
-        provider,
-        tool_tx,
-        tool,
-        bash_tx,
-        bash_events,
-        host_answers_tx: host_answers_tx.clone(),
-        host_answers,
-    };
-    let bash_at_crash = bash.clone();
-    let cwd = state.cwd.clone();
-    let models = crate::acp::front::Models {
-        available: state
-            .catalog
-            .available()
-            .iter()
-            .map(|m| (format!("{}/{}", m.provider, m.id), m.name.clone()))
-            .collect(),
-        current: state
-            .model
-            .as_ref()
-            .map(|m| format!("{}/{}", m.provider, m.id)),
-        windows: state
-            .catalog
-            .available()
-            .into_iter()
-            .chain(state.model.as_ref())
-            .map(|m| (format!("{}/{}", m.provider, m.id), m.context_window))
-            .collect(),
-    };
-    let registry =
-        crate::registry::Registry::new(&crate::settings::get().agent_dir, "stdio", &state.cwd);
-    let policy = match crate::sandbox::Policy::from_args(
-        args.sandbox.as_deref(),
-        acp,
-        args.sandbox_network,
-        &args.writable_root,
-    ) {
-        Ok(policy) => policy,
-        Err(e) => return fatal(&format!("--sandbox: {e}")),
-    };
-    let sandbox_mode = policy.mode;
-    let sandbox = crate::sandbox::Sandbox::new(policy, state.cwd.clone());
-    let session = SessionLoop::new(
-        state,
-        channels,
-        bash,
-        host.clone(),
-        args.compact_updates,
-        registry,
-        sandbox,
-    );
-    let (session_done_tx, session_done) = bounded(1);
-    let session_thread = spawn("gjc-session", move || {
-        session.run();
-        let _ = session_done_tx.send(());
-    });
-    if let Some(frames) = frames.take() {
-        let skills = if args.no_skills {
-            Vec::new()
-        } else {
-            prompt::find_skills(&crate::settings::get().agent_dir, &cwd)
-        };
-        let connections = crate::acp::Connections {
-            frames,
-            control: control_tx.clone(),
-            commands: command_tx,
-            host: host.sender(),
-            cwd,
-            session: session_id,
-            skills,
-            models,
-            projects: crate::acp::sessions::Projects {
-                agent_dir: crate::settings::get().agent_dir.clone(),
-                sessions_root: crate::settings::get().agent_dir.join("sessions"),
-                fixed_dir: args.session_dir.clone(),
-                persistent: !args.no_session,
-                skills: !args.no_skills,
+            recv(front_done) -> _ => {
+                // The ACP front end has ended (its sessions first).
+                return finish(bash, bash_thread, host, host_thread, writer, None, &crashed);
             },
-            sandbox: sandbox_mode,
-        };
-        let front = crate::acp::start(connections, crate::settings::get().max_line_bytes);
-        writer = Some(spawn_writer(
-            "gjc-acp",
-            front,
-            control_tx.clone(),
-            writer_done_tx,
-        ));
-    } else {
-        let routes = stdin::StdinRoutes {
-            control: control_tx.clone(),
-            commands: command_tx,
-            room,
-            host: host.sender(),
-            host_tools: host_answers_tx,
-        };
-        // Never joined: a read blocked on a live stdin cannot be interrupted, and at a signal
-        // the process exits with the reader still waiting.
-        let _stdin = spawn("gjc-stdin", move || {
-            stdin::run(
-                std::io::stdin().lock(),
-                routes,
-                crate::settings::get().max_line_bytes,
-            )
-        });
+        }
+        drop(sessions);
+        finish(
+            bash,
+            bash_thread,
+            host,
+            host_thread,
+            writer,
+            Some(writer_done),
+            &crashed,
+        )
     }
-    drop(host);
-    if let Some(signals) = signals {
-        watch_signals(signals, control_tx.clone(), parent);
-    }
-    watch_parent(control_tx.clone(), parent);
+}
 
-    // A crashed role thread ends the process: the others may be waiting for it forever.
-    select_biased! {
-        recv(crashed) -> _ => {
-            let _ = control_tx.send(ControlFrame::Shutdown("a thread crashed"));
-            bash_at_crash.shutdown();
-            wait_bounded(&bash_thread, CRASH_CLEANUP);
-            return CRASH_EXIT;
-        },
-        recv(session_done) -> _ => {},
-    }
-    // Shutdown: the session returns after aborting its run; the writer drains once every sender
-    // (session, host broker) is gone.
-    drop(bash_at_crash);
-    for (handle, name) in [
-        (session_thread, "gjc-session"),
-        (bash_thread, "gjc-bash"),
-        (host_thread, "gjc-host"),
-    ] {
+/// The end, once every session has: the shared threads stop (the broker rejects what is left),
+/// and the writer drains once every sender is gone. A host that stopped reading stdout cannot
+/// hold the process: what it does not read within the grace period is lost with the process,
+/// as it would be with the host gone.
+fn finish(
+    bash: BashHandle,
+    bash_thread: std::thread::JoinHandle<()>,
+    host: Sender<HostRequest>,
+    host_thread: std::thread::JoinHandle<()>,
+    writer: Option<std::thread::JoinHandle<()>>,
+    writer_done: Option<Receiver<()>>,
+    crashed: &Receiver<()>,
+) -> i32 {
+    bash.shutdown();
+    let _ = host.send(HostRequest::Shutdown {
+        reason: "RPC client disconnected".into(),
+    });
+    drop((bash, host));
+    for (handle, name) in [(bash_thread, "gjc-bash"), (host_thread, "gjc-host")] {
         if handle.join().is_err() {
             log::debug!("thread {name} ended by a panic");
         }
     }
-    // A host that stopped reading stdout cannot hold the process: what it does not read within
-    // the grace period is lost with the process, as it would be with the host gone.
-    if writer_done.recv_timeout(WRITER_GRACE).is_ok() {
+    let written = writer_done.is_none_or(|done| done.recv_timeout(WRITER_GRACE).is_ok());
+    if written {
         if writer.is_some_and(|w| w.join().is_err()) {
             log::debug!("thread gjc-stdout ended by a panic");
         }
@@ -347,6 +390,28 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         CRASH_EXIT
     } else {
         0
+    }
+}
+
+/// Raises the soft limit on open descriptors to the hard one, as servers do: many live ACP
+/// sessions each open files on use (session file, gate store, registry, trust store), and the
+/// usual soft limit of 1,024 is far below what the system allows.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= limit.rlim_max
+        {
+            return;
+        }
+        let soft = limit.rlim_cur;
+        limit.rlim_cur = limit.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+            log::debug!("the open-file limit stays at {soft}");
+        }
     }
 }
 
@@ -363,10 +428,7 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::thread::JoinHand
             f();
             log::debug!("thread {name} stopped");
         })
-        .unwrap_or_else(|e| {
-            log::error!("cannot start thread {name}: {e}");
-            std::process::exit(1)
-        })
+        .unwrap_or_else(|e| panic!("cannot start thread {name}: {e}"))
 }
 
 /// The thread that owns stdout (the RPC writer or the ACP front end). A write error means the

@@ -51,6 +51,10 @@ pub mod hooks;
 pub mod host;
 pub mod ids;
 #[cfg(feature = "agent")]
+pub mod lanes;
+#[cfg(feature = "agent")]
+pub mod lines;
+#[cfg(feature = "agent")]
 pub mod mcp;
 #[cfg(feature = "agent")]
 pub mod memory;
@@ -75,6 +79,8 @@ pub mod sandbox;
 pub mod secrets;
 #[cfg(feature = "agent")]
 pub mod session;
+#[cfg(feature = "agent")]
+pub mod sessions;
 #[cfg(feature = "agent")]
 pub mod settings;
 #[cfg(feature = "agent")]

@@ -41,12 +41,15 @@ struct Gauge {
     /// Responses in the ordinary queue not yet taken: while there is one, nothing overtakes.
     responses: AtomicUsize,
     waiting: AtomicBool,
-    wake: Sender<()>,
+    /// Who asked to be woken, by session (several sessions share one lane).
+    wakers: std::sync::Mutex<std::collections::HashMap<u64, Sender<()>>>,
 }
 
 /// A frame and what it was counted as.
 pub struct Queued {
     pub frame: Outbound,
+    /// The session that queued it (`OutTx::for_session`; 0 for the process's own frames).
+    pub session: u64,
     cost: Cost,
 }
 
@@ -64,6 +67,9 @@ pub struct OutTx {
     tx: Sender<Queued>,
     urgent: Sender<Queued>,
     gauge: Arc<Gauge>,
+    /// The tag of the frames sent through this handle, and where its wake-up goes.
+    session: u64,
+    wake: Sender<()>,
 }
 
 /// The writer's side.
@@ -87,18 +93,34 @@ pub fn lane() -> (OutTx, OutRx, Receiver<()>) {
         pending: AtomicUsize::new(0),
         responses: AtomicUsize::new(0),
         waiting: AtomicBool::new(false),
-        wake,
+        wakers: Default::default(),
     });
     let out = OutTx {
         tx,
         urgent: urgent_tx,
         gauge: gauge.clone(),
+        session: 0,
+        wake,
     };
     let rx = OutRx { rx, urgent, gauge };
     (out, rx, woken)
 }
 
 impl OutTx {
+    /// The same lane for session `session`: its frames carry that tag, and it has its own
+    /// wake-up (returned) for when the lane drains. One stdout, so one gauge for all.
+    pub fn for_session(&self, session: u64) -> (OutTx, Receiver<()>) {
+        let (wake, woken) = bounded(1);
+        let out = OutTx {
+            tx: self.tx.clone(),
+            urgent: self.urgent.clone(),
+            gauge: self.gauge.clone(),
+            session,
+            wake,
+        };
+        (out, woken)
+    }
+
     /// Queues a frame, counted by its estimated size.
     pub fn send(&self, frame: Outbound) -> Result<(), Closed> {
         let cost = estimate(&frame);
@@ -137,10 +159,17 @@ impl OutTx {
         if ordered_response {
             self.gauge.responses.fetch_add(1, Ordering::SeqCst);
         }
-        queue.send(Queued { frame, cost }).map_err(|_| {
-            self.gauge.given_back(cost);
-            Closed
-        })
+        let session = self.session;
+        queue
+            .send(Queued {
+                frame,
+                session,
+                cost,
+            })
+            .map_err(|_| {
+                self.gauge.given_back(cost);
+                Closed
+            })
     }
 
     pub fn is_backed_up(&self) -> bool {
@@ -150,6 +179,12 @@ impl OutTx {
     /// Asks for one wake-up when the writer has caught up. Checked again after asking, so a
     /// catch-up that happened in between is not missed.
     pub fn wake_when_drained(&self) {
+        self.gauge
+            .wakers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(self.session)
+            .or_insert_with(|| self.wake.clone());
         self.gauge.waiting.store(true, Ordering::SeqCst);
         if self.gauge.pending.load(Ordering::SeqCst) <= self.gauge.low() {
             self.gauge.notify();
@@ -224,7 +259,15 @@ impl Gauge {
 
     fn notify(&self) {
         if self.waiting.swap(false, Ordering::SeqCst) {
-            let _ = self.wake.try_send(());
+            let wakers = std::mem::take(
+                &mut *self
+                    .wakers
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            for wake in wakers.values() {
+                let _ = wake.try_send(());
+            }
         }
     }
 }

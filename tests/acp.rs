@@ -4,6 +4,8 @@
 
 /// File delegation keeps to the session's roots, with normalised paths.
 mod confine;
+/// Many live sessions in one process.
+mod live;
 /// `$/cancel_request`, a dead parent, a client that stops reading stdout.
 mod robust;
 /// The bash tool in the editor's terminal (`terminal/*`).

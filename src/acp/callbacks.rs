@@ -57,7 +57,20 @@ impl Outgoing {
     }
 }
 
+/// A request gjc sent the client, and the session it asked for: its answer is handled there,
+/// whichever session the front end worked on since.
+pub(super) struct Asked {
+    pub(super) session: String,
+    pub(super) what: Outgoing,
+}
+
 impl<W: Write> Front<W> {
+    /// Remembers request `id`, sent to the client for the focused session.
+    pub(super) fn ask(&mut self, id: RequestId, what: Outgoing) {
+        let session = self.c.session.clone();
+        self.outgoing.insert(id, Asked { session, what });
+    }
+
     pub(super) fn on_callback(&mut self, frame: FlatFrame) -> std::io::Result<()> {
         match frame {
             FlatFrame::ExtensionUiRequest(request) => self.on_ui(request),
@@ -99,16 +112,17 @@ impl<W: Write> Front<W> {
         // Leaving the sandbox is asked every time, with the reason: "always allow bash" is
         // about running commands, not about running them unconfined.
         let escalation = request.fields.contains_key("sandboxEscalation");
-        if self.always.contains(&tool_name) && !escalation {
+        if self.c.always.contains(&tool_name) && !escalation {
             self.reply_ui(&request.id, true)?;
             return self.running(&tool_call_id);
         }
         let args = self
+            .c
             .shown
             .get(&tool_call_id)
             .map(|s| s.args.clone())
             .unwrap_or(Value::Null);
-        let mut fields = updates::permission_fields(&tool_name, &args, &self.cwd);
+        let mut fields = updates::permission_fields(&tool_name, &args, &self.c.cwd);
         let mut options = vec![PermissionOption::new(
             "allow_once",
             "Allow",
@@ -138,7 +152,7 @@ impl<W: Write> Front<W> {
             options,
         );
         let id = self.next_request_id();
-        self.outgoing.insert(
+        self.ask(
             id.clone(),
             Outgoing::Permission {
                 host_id: request.id,
@@ -171,13 +185,12 @@ impl<W: Write> Front<W> {
         match (operation, content) {
             ("write", Some(content)) => {
                 let params = WriteTextFileRequest::new(self.session_id(), path, content);
-                self.outgoing
-                    .insert(id.clone(), Outgoing::Write { host_id });
+                self.ask(id.clone(), Outgoing::Write { host_id });
                 self.wire.request(id, "fs/write_text_file", params)
             }
             _ => {
                 let params = ReadTextFileRequest::new(self.session_id(), path);
-                self.outgoing.insert(id.clone(), Outgoing::Read { host_id });
+                self.ask(id.clone(), Outgoing::Read { host_id });
                 self.wire.request(id, "fs/read_text_file", params)
             }
         }
@@ -189,7 +202,7 @@ impl<W: Write> Front<W> {
         let Some(id) = self
             .outgoing
             .iter()
-            .find(|(_, o)| o.host_id() == Some(host_id))
+            .find(|(_, o)| o.what.host_id() == Some(host_id))
             .map(|(id, _)| id.clone())
         else {
             return Ok(());
@@ -204,11 +217,21 @@ impl<W: Write> Front<W> {
         id: RequestId,
         result: Result<Value, Error>,
     ) -> std::io::Result<()> {
-        let Some(outgoing) = self.outgoing.remove(&id) else {
+        let Some(asked) = self.outgoing.remove(&id) else {
             log::debug!("ignoring a response to {id}, which is not pending");
             return Ok(());
         };
-        match outgoing {
+        // A session that has ended had its calls rejected by the broker: nothing waits. A
+        // terminal's steps are still followed to their end (its release).
+        let live = self.focus(&asked.session);
+        if !live && !matches!(asked.what, Outgoing::Terminal { .. }) {
+            log::debug!(
+                "ignoring a response to {id}: session {} has ended",
+                asked.session
+            );
+            return Ok(());
+        }
+        match asked.what {
             Outgoing::Permission {
                 host_id,
                 tool_call_id,
@@ -217,7 +240,7 @@ impl<W: Write> Front<W> {
                 let chosen = chosen(result);
                 let allowed = matches!(chosen.as_deref(), Some("allow_once" | "allow_always"));
                 if chosen.as_deref() == Some("allow_always") {
-                    self.always.insert(tool_name);
+                    self.c.always.insert(tool_name);
                 }
                 self.reply_ui(&host_id, allowed)?;
                 if allowed {

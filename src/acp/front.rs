@@ -11,7 +11,7 @@
 //! management is in `sessions.rs`, modes and config options in `settings.rs`, the editor's
 //! terminals in `terminal.rs`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -21,18 +21,20 @@ use agent_client_protocol_schema::v1::{
     SessionId, SessionNotification, SetSessionConfigOptionResponse,
 };
 use agent_client_protocol_schema::ProtocolVersion;
-use crossbeam_channel::{never, select_biased, Receiver, Sender, TrySendError};
+use crossbeam_channel::{never, select_biased, Receiver, Sender};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
+use super::live::Conversation;
 use super::reader::Incoming;
 use super::trust;
 use super::updates::{self, SessionUpdate};
 use super::wire::Wire;
 use crate::host::HostRequest;
+use crate::lanes::{CommandFrame, ControlFrame};
 use crate::output::OutRx;
 use crate::protocol::{Command, Outbound, Response};
-use crate::session::{CommandFrame, ControlFrame};
+use crate::sessions::SessionHost;
 
 /// The unsupported-protocol-version error code the ACP SDKs use.
 const UNSUPPORTED_VERSION: i32 = -32022;
@@ -90,43 +92,35 @@ pub(super) struct Shown {
 
 pub struct Front<W: Write> {
     pub(super) wire: Wire<W>,
-    control: Sender<ControlFrame>,
-    pub(super) commands: Option<Sender<CommandFrame>>,
     pub(super) host: Sender<HostRequest>,
-    pub(super) cwd: PathBuf,
     pub(super) client: ClientCapabilities,
-    /// The id of the session served, as the client knows it (empty once it is closed).
-    pub(super) session: String,
-    /// Sessions opened on this connection and not closed since.
-    pub(super) known: HashSet<String>,
+    /// The conversation being handled (`live.rs`); the others wait in `parked`.
+    pub(super) c: Conversation,
+    pub(super) parked: HashMap<String, Conversation>,
+    /// Session ids by the number that tags their frames.
+    pub(super) numbers: HashMap<u64, String>,
+    /// Starts the sessions' actors; `None` once stdin closed and every session ended.
+    pub(super) sessions: Option<SessionHost>,
+    ended: Receiver<u64>,
+    shutdowns: Receiver<ControlFrame>,
+    /// Stdin closed or a shutdown came: no new session starts, the front ends with the last.
+    pub(super) closing: bool,
     /// Where stored sessions and a project's skills are found.
     pub(super) projects: super::sessions::Projects,
-    /// A prompt or load has used the session gjc started with.
-    pub(super) session_used: bool,
-    /// The MCP servers the editor gave for the session served (`mcp.rs`).
-    pub(super) editor_mcp: Vec<String>,
     next_id: u64,
     pub(super) next_client_id: i64,
-    /// The skills offered as slash commands (the project's and the user's).
-    pub(super) skills: Vec<crate::prompt::Skill>,
     waiting: HashMap<String, Waiting>,
-    pub(super) turn: Option<Turn>,
-    pub(super) shown: HashMap<String, Shown>,
-    pub(super) outgoing: HashMap<RequestId, super::callbacks::Outgoing>,
+    pub(super) outgoing: HashMap<RequestId, super::callbacks::Asked>,
     pub(super) terminals: super::terminal::Terminals,
-    /// Tells the reader which prompt is running, so a `session/cancel` acts at once.
+    /// Tells the reader which prompts are running, so a `session/cancel` acts at once.
     pub(super) running: super::reader::Running,
-    /// Tools the user allowed for the rest of the session ("allow always").
-    pub(super) always: HashSet<String>,
-    pub(super) mode: &'static str,
-    pub(super) permissions: &'static str,
     /// The sandbox policy outside the full-access mode.
     pub(super) sandbox: crate::protocol::sandbox::SandboxMode,
-    /// The models with a key (`provider/id`, name), and the one in use.
+    /// The models with a key (`provider/id`, name), the one new sessions start with, and
+    /// each model's context window.
     pub(super) models: Vec<(String, String)>,
-    pub(super) model: Option<String>,
-    /// Context use, cost and title of the session served, sent after each turn.
-    pub(super) stats: super::usage::SessionStats,
+    pub(super) default_model: Option<String>,
+    pub(super) windows: HashMap<String, u64>,
 }
 
 /// The models the front end offers and the one the session starts with.
@@ -142,37 +136,31 @@ impl<W: Write> Front<W> {
     pub fn new(out: W, c: super::Connections) -> (Front<W>, OutRx) {
         let front = Front {
             wire: Wire::new(out),
-            control: c.control,
-            commands: Some(c.commands),
             host: c.host,
-            cwd: c.cwd,
             client: ClientCapabilities::default(),
-            session: c.session,
-            known: HashSet::new(),
+            c: Conversation::new(None, String::new(), PathBuf::new(), None, HashMap::new()),
+            parked: HashMap::new(),
+            numbers: HashMap::new(),
+            sessions: c.sessions,
+            ended: c.ended,
+            shutdowns: c.shutdowns,
+            closing: false,
             projects: c.projects,
-            session_used: false,
-            editor_mcp: Vec::new(),
             next_id: 0,
             next_client_id: 0,
-            skills: c.skills,
             waiting: HashMap::new(),
-            turn: None,
-            shown: HashMap::new(),
             outgoing: HashMap::new(),
             terminals: Default::default(),
             running: Default::default(),
-            always: HashSet::new(),
-            mode: "default",
-            permissions: "ask",
             sandbox: c.sandbox,
             models: c.models.available,
-            model: c.models.current,
-            stats: super::usage::SessionStats::new(c.models.windows),
+            default_model: c.models.current,
+            windows: c.models.windows,
         };
         (front, c.frames)
     }
 
-    /// Runs until the output lane closes (the session and the host broker have stopped) or
+    /// Runs until the output lane closes (every session and the host broker have stopped) or
     /// stdout fails.
     pub fn run(mut self, incoming: Receiver<Incoming>, frames: OutRx) -> std::io::Result<()> {
         let closed = never();
@@ -185,6 +173,14 @@ impl<W: Write> Front<W> {
             let (first, ordinary) = frames.receivers();
             let first = if first_open { first } else { &no_frames };
             select_biased! {
+                recv(self.shutdowns) -> frame => {
+                    if let Ok(ControlFrame::Shutdown(why)) = frame {
+                        log::info!("shutting down: {why}");
+                        self.tell_all(|| ControlFrame::Shutdown(why));
+                        self.closing = true;
+                        self.finish_if_done();
+                    }
+                },
                 recv(first) -> queued => match queued {
                     Ok(queued) => self.on_queued(&frames, queued)?,
                     // Gone together with `ordinary`, which still drains what is left.
@@ -193,6 +189,11 @@ impl<W: Write> Front<W> {
                 recv(ordinary) -> queued => match queued {
                     Ok(queued) => self.on_queued(&frames, queued)?,
                     Err(_) => break,
+                },
+                recv(self.ended) -> number => {
+                    if let Ok(number) = number {
+                        self.session_ended(number);
+                    }
                 },
                 recv(inbound) -> message => match message {
                     Ok(Incoming::Closed) | Err(_) => {
@@ -203,8 +204,9 @@ impl<W: Write> Front<W> {
                 },
                 recv(timer) -> _ => self.terminal_deadlines()?,
             }
-            let running = self.turn.as_ref().map(|_| self.session.as_str());
-            self.running.sync(running);
+            let control = self.c.live.as_ref().map(|l| l.control_lane());
+            let running = self.c.turn.as_ref().and(control);
+            self.running.sync(&self.c.session, running);
             if frames.is_empty() {
                 self.wire.flush()?;
             }
@@ -214,15 +216,21 @@ impl<W: Write> Front<W> {
 
     fn on_queued(&mut self, frames: &OutRx, queued: crate::output::Queued) -> std::io::Result<()> {
         let cost = queued.cost();
+        // Frames of a closed session belong to nobody; the broker's own (0) to no session.
+        if queued.session != 0 && !self.focus_number(queued.session) {
+            frames.written(cost);
+            return Ok(());
+        }
         let written = self.on_frame(queued.frame);
         frames.written(cost);
         written
     }
 
-    /// Stdin EOF: the session answers what it was sent, then shuts down, as in RPC mode.
+    /// Stdin EOF: each session answers what it was sent, then shuts down, as in RPC mode.
     fn input_closed(&mut self) {
-        let _ = self.control.send(ControlFrame::InputClosed);
-        self.commands = None;
+        self.input_closed_all();
+        self.closing = true;
+        self.finish_if_done();
     }
 
     fn on_incoming(&mut self, message: Incoming) -> std::io::Result<()> {
@@ -278,9 +286,11 @@ impl<W: Write> Front<W> {
 
     fn on_notification(&mut self, method: &str, params: Value) -> std::io::Result<()> {
         match method {
-            // A cancel for another session (one replaced since) has nothing to stop.
-            "session/cancel" if params["sessionId"].as_str() == Some(self.session.as_str()) => {
-                self.cancel()
+            // A cancel for a session that is not live has nothing to stop.
+            "session/cancel" => {
+                if params["sessionId"].as_str().is_some_and(|s| self.focus(s)) {
+                    self.cancel()
+                }
             }
             "$/cancel_request" => return self.on_cancel_request(params),
             other => log::debug!("ignoring notification {other}"),
@@ -312,7 +322,7 @@ impl<W: Write> Front<W> {
     }
 
     pub(super) fn cancel(&mut self) {
-        let Some(turn) = &mut self.turn else { return };
+        let Some(turn) = &mut self.c.turn else { return };
         turn.cancelled = true;
         // `session/cancel` asks for the `cancelled` stop reason, whatever came before it.
         turn.by_request = false;
@@ -329,7 +339,15 @@ impl<W: Write> Front<W> {
             return Ok(());
         };
         let id = note.request_id;
-        if let Some(turn) = self.turn.as_mut().filter(|t| t.id == id) {
+        let prompting = self
+            .parked
+            .iter()
+            .find(|(_, c)| c.turn.as_ref().is_some_and(|t| t.id == id))
+            .map(|(session, _)| session.clone());
+        if let Some(session) = prompting {
+            self.focus(&session);
+        }
+        if let Some(turn) = self.c.turn.as_mut().filter(|t| t.id == id) {
             if !turn.cancelled {
                 turn.cancelled = true;
                 turn.by_request = true;
@@ -349,8 +367,8 @@ impl<W: Write> Front<W> {
         let id = self.next_command_id();
         self.waiting.insert(id.clone(), Waiting::Nobody);
         let command = Command::decode("abort", json!({}));
-        if let Some(Ok(command)) = command {
-            let _ = self.control.send(ControlFrame::Command {
+        if let (Some(Ok(command)), Some(live)) = (command, &self.c.live) {
+            live.control(ControlFrame::Command {
                 id: Some(Value::String(id)),
                 command,
             });
@@ -362,8 +380,9 @@ impl<W: Write> Front<W> {
         format!("acp-{}", self.next_id)
     }
 
-    /// Sends a session command; its response comes back through `waiting`. Never blocks: with
-    /// the command lane full (the session behind on a flood of requests) the request fails.
+    /// Sends a command to the focused session; its response comes back through `waiting`.
+    /// Never blocks: with the session's command lane full (it is behind on a flood of its own
+    /// requests) the request fails.
     pub(super) fn command(&mut self, name: &str, fields: Value, then: Waiting) {
         let id = self.next_command_id();
         let command = match Command::decode(name, fields) {
@@ -373,20 +392,17 @@ impl<W: Write> Front<W> {
                 return self.fail(then, Error::internal_error());
             }
         };
-        let Some(tx) = &self.commands else {
-            return self.fail(then, Error::internal_error().data("stdin closed"));
+        let Some(live) = &self.c.live else {
+            return self.fail(then, Error::session_not_found(self.c.session.clone()));
         };
         let frame = CommandFrame::Command {
             id: Some(Value::String(id.clone())),
             command,
         };
-        match tx.try_send(frame) {
-            Ok(()) => {
-                self.waiting.insert(id, then);
-            }
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.fail(then, busy());
-            }
+        if live.command(frame) {
+            self.waiting.insert(id, then);
+        } else {
+            self.fail(then, busy());
         }
     }
 
@@ -394,7 +410,7 @@ impl<W: Write> Front<W> {
     fn fail(&mut self, then: Waiting, error: Error) {
         let id = match then {
             Waiting::Nobody => return,
-            Waiting::Prompt => match self.turn.take() {
+            Waiting::Prompt => match self.c.turn.take() {
                 Some(turn) => turn.id,
                 None => return,
             },
@@ -428,7 +444,7 @@ impl<W: Write> Front<W> {
             Outbound::Terminal(frame) => self.on_terminal(frame),
             Outbound::Show(show) => {
                 if let crate::protocol::Show::Title(title) = &show {
-                    self.stats.title = Some(title.clone());
+                    self.c.stats.title = Some(title.clone());
                 }
                 match updates::show(&show) {
                     Some(update) => self.update(update),
@@ -459,7 +475,7 @@ impl<W: Write> Front<W> {
         match then {
             Waiting::Nobody | Waiting::Trust(_) => Ok(()),
             Waiting::Prompt => {
-                let cancelled = self.turn.as_mut().map(|t| {
+                let cancelled = self.c.turn.as_mut().map(|t| {
                     t.accepted = true;
                     t.cancelled
                 });
@@ -471,7 +487,7 @@ impl<W: Write> Front<W> {
             }
             Waiting::Session(step) => self.session_step(step, &data),
             Waiting::SetModel(id, model) => {
-                self.model = Some(model);
+                self.c.model = Some(model);
                 let options = self.config_options();
                 self.wire
                     .respond(id, Ok(SetSessionConfigOptionResponse::new(options)))
@@ -480,7 +496,7 @@ impl<W: Write> Front<W> {
     }
 
     pub(super) fn update(&mut self, update: SessionUpdate) -> std::io::Result<()> {
-        let notification = SessionNotification::new(self.session.clone(), update);
+        let notification = SessionNotification::new(self.c.session.clone(), update);
         self.wire.notify("session/update", notification)
     }
 
@@ -504,12 +520,12 @@ impl<W: Write> Front<W> {
     }
 
     pub(super) fn available_commands(&mut self) -> std::io::Result<()> {
-        let commands = super::commands::available(&self.skills);
+        let commands = super::commands::available(&self.c.skills);
         self.update(SessionUpdate::AvailableCommandsUpdate(commands))
     }
 
     pub(super) fn session_id(&self) -> SessionId {
-        SessionId::new(self.session.as_str())
+        SessionId::new(self.c.session.as_str())
     }
 }
 

@@ -1,10 +1,9 @@
 //! The editor's MCP servers (`mcpServers` of `session/new`, `session/load`, `session/resume`):
-//! handed to the session as `add_mcp_server` commands, replacing the servers the editor gave for
-//! the session served before (each session has its own). stdio servers only, for now: HTTP and
+//! handed to that session as `add_mcp_server` commands, replacing the ones the editor gave it
+//! before (each session has its own). stdio servers only, for now: HTTP and
 //! SSE ones are reported to the editor as not started.
 
 use std::io::Write;
-use std::path::Path;
 
 use agent_client_protocol_schema::v1::McpServer;
 use serde_json::{json, Map, Value};
@@ -14,7 +13,7 @@ use super::front::{Front, Waiting};
 impl<W: Write> Front<W> {
     /// Starts `servers` for the session now served; returns the names of those left out.
     pub(super) fn use_mcp_servers(&mut self, servers: &[McpServer]) -> Vec<String> {
-        for name in std::mem::take(&mut self.editor_mcp) {
+        for name in std::mem::take(&mut self.c.editor_mcp) {
             self.command("remove_mcp_server", json!({"name": name}), Waiting::Nobody);
         }
         let mut skipped = Vec::new();
@@ -36,28 +35,20 @@ impl<W: Write> Front<W> {
             let name = server_name(&stdio.name);
             let fields = json!({"name": name, "config": config});
             self.command("add_mcp_server", fields, Waiting::Nobody);
-            self.editor_mcp.push(name);
+            self.c.editor_mcp.push(name);
         }
         skipped
     }
 
-    /// The editor's servers for a session it loads or resumes, once the request is valid.
-    pub(super) fn mcp_for_stored(
-        &mut self,
-        wanted: &str,
-        cwd: &Path,
-        servers: &[agent_client_protocol_schema::v1::McpServer],
-    ) -> std::io::Result<()> {
-        if super::sessions::session_id(wanted).is_err()
-            || super::sessions::project(cwd).is_err()
-            || self.turn.is_some()
-        {
+    /// Tells the editor which of its servers were left out.
+    pub(super) fn tell_skipped(&mut self, skipped: &[String]) -> std::io::Result<()> {
+        if skipped.is_empty() {
             return Ok(());
         }
-        if !self.use_mcp_servers(servers).is_empty() {
-            self.notice("gjc connects to stdio MCP servers only; the HTTP and SSE ones listed were not started")?;
-        }
-        Ok(())
+        self.notice(&format!(
+            "gjc connects to stdio MCP servers only; not started: {}",
+            skipped.join(", ")
+        ))
     }
 }
 

@@ -14,6 +14,7 @@
 pub mod callbacks;
 pub mod commands;
 pub mod front;
+mod live;
 mod mcp;
 mod prompt;
 pub mod reader;
@@ -26,13 +27,11 @@ pub mod updates;
 pub mod usage;
 pub mod wire;
 
-use std::path::PathBuf;
-
-use crossbeam_channel::{bounded, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender};
 
 use crate::host::HostRequest;
+use crate::lanes::ControlFrame;
 use crate::output::OutRx;
-use crate::session::{CommandFrame, ControlFrame};
 
 /// Messages read ahead of the front end; past this the reader waits (backpressure on stdin).
 const INBOX: usize = 256;
@@ -40,13 +39,14 @@ const INBOX: usize = 256;
 /// What the front end is connected to.
 pub struct Connections {
     pub frames: OutRx,
-    pub control: Sender<ControlFrame>,
-    pub commands: Sender<CommandFrame>,
+    /// Starts the actor of each session the client opens (`None`: a front end that opens
+    /// none, in unit tests).
+    pub sessions: Option<crate::sessions::SessionHost>,
+    /// The number of each session whose actor has returned.
+    pub ended: Receiver<u64>,
+    /// Signals, parent death, a closed stdout: every session shuts down.
+    pub shutdowns: Receiver<ControlFrame>,
     pub host: Sender<HostRequest>,
-    pub cwd: PathBuf,
-    /// The id of the session gjc starts with.
-    pub session: String,
-    pub skills: Vec<crate::prompt::Skill>,
     pub models: front::Models,
     pub projects: sessions::Projects,
     /// The sandbox policy of the default and plan modes (`--sandbox`, else `workspace-write`).
@@ -61,7 +61,6 @@ pub fn start(c: Connections, max_line: usize) -> impl FnOnce() -> std::io::Resul
     let running = reader::Running::default();
     let cancel = reader::Cancel {
         running: running.clone(),
-        control: c.control.clone(),
     };
     let reader = std::thread::Builder::new()
         .name("gjc-acp-in".into())

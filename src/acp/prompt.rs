@@ -12,20 +12,17 @@ use super::front::{busy, Front, Turn, Waiting};
 
 impl<W: Write> Front<W> {
     pub(super) fn prompt(&mut self, id: RequestId, p: PromptRequest) -> std::io::Result<()> {
-        if *p.session_id.0 != *self.session {
-            return self
-                .wire
-                .respond::<()>(id, Err(Error::session_not_found(p.session_id)));
+        if let Some(e) = self.not_served(&p.session_id) {
+            return self.wire.respond::<()>(id, Err(e));
         }
-        if self.turn.is_some() {
+        if self.c.turn.is_some() {
             return self.wire.respond::<()>(id, Err(busy()));
         }
         let (message, images) = match prompt_text(&p.prompt) {
-            Ok((text, images)) => (super::commands::expand(&text, &self.skills), images),
+            Ok((text, images)) => (super::commands::expand(&text, &self.c.skills), images),
             Err(e) => return self.wire.respond::<()>(id, Err(e)),
         };
-        self.session_used = true;
-        self.turn = Some(Turn::new(id));
+        self.c.turn = Some(Turn::new(id));
         self.command(
             "prompt",
             json!({"message": message, "images": images}),

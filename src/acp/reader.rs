@@ -8,6 +8,7 @@
 //! notification in its turn, may be blocked writing to a client that stopped reading stdout; the
 //! cancel must not wait for that client to read again.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -15,57 +16,60 @@ use agent_client_protocol_schema::v1::{Error, RequestId};
 use crossbeam_channel::Sender;
 use serde_json::{json, Value};
 
+use crate::lanes::ControlFrame;
+use crate::lines::{read_line, LineRead};
 use crate::protocol::Command;
-use crate::session::ControlFrame;
-use crate::transport::stdin::{read_line, LineRead};
 
-/// The session whose prompt is running, as the front end last said, and whether the reader has
-/// seen a `session/cancel` for it.
+/// The sessions whose prompt is running, as the front end last said, each with its control
+/// lane and whether the reader has seen a `session/cancel` for it.
 #[derive(Clone, Default)]
-pub struct Running(Arc<Mutex<Turn>>);
+pub struct Running(Arc<Mutex<HashMap<String, Turn>>>);
 
-#[derive(Default)]
 struct Turn {
-    /// `None` between turns.
-    session: Option<String>,
+    control: Sender<ControlFrame>,
     cancelled: bool,
 }
 
 impl Running {
-    /// Called by the front end after each message it handles; writes only on a change (a new
-    /// turn starts uncancelled).
-    pub fn sync(&self, session: Option<&str>) {
-        let mut turn = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if turn.session.as_deref() != session {
-            *turn = Turn {
-                session: session.map(str::to_string),
-                cancelled: false,
-            };
+    /// Called by the front end after each message it handles, for the session it handled:
+    /// `control` while its prompt runs. Writes only on a change (a new turn starts uncancelled).
+    pub fn sync(&self, session: &str, control: Option<Sender<ControlFrame>>) {
+        let mut turns = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match control {
+            None => {
+                turns.remove(session);
+            }
+            Some(control) => {
+                if !turns.contains_key(session) {
+                    let turn = Turn {
+                        control,
+                        cancelled: false,
+                    };
+                    turns.insert(session.to_string(), turn);
+                }
+            }
         }
     }
 
-    /// The client sent `session/cancel` for the running turn, even if the front end has not
-    /// reached that message yet: its answer must be `cancelled`.
-    pub fn cancelled(&self) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .cancelled
+    /// The client sent `session/cancel` for the running turn of `session`, even if the front
+    /// end has not reached that message yet: its answer must be `cancelled`.
+    pub fn cancelled(&self, session: &str) -> bool {
+        let turns = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        turns.get(session).is_some_and(|t| t.cancelled)
     }
 
-    /// Marks the turn of `session` cancelled; false when it is not the one running.
-    fn cancel(&self, session: &str) -> bool {
-        let mut turn = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let running = turn.session.as_deref() == Some(session);
-        turn.cancelled |= running;
-        running
+    /// Marks the turn of `session` cancelled; its control lane when it is running.
+    fn cancel(&self, session: &str) -> Option<Sender<ControlFrame>> {
+        let mut turns = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let turn = turns.get_mut(session)?;
+        turn.cancelled = true;
+        Some(turn.control.clone())
     }
 }
 
 /// What the reader needs to stop a run itself.
 pub struct Cancel {
     pub running: Running,
-    pub control: Sender<ControlFrame>,
 }
 
 impl Cancel {
@@ -75,14 +79,17 @@ impl Cancel {
         let Incoming::Notification { method, params } = incoming else {
             return;
         };
-        let session = params["sessionId"].as_str();
-        if method != "session/cancel" || !session.is_some_and(|s| self.running.cancel(s)) {
+        if method != "session/cancel" {
             return;
         }
+        let Some(control) = params["sessionId"]
+            .as_str()
+            .and_then(|s| self.running.cancel(s))
+        else {
+            return;
+        };
         if let Some(Ok(command)) = Command::decode("abort", json!({})) {
-            let _ = self
-                .control
-                .send(ControlFrame::Command { id: None, command });
+            let _ = control.send(ControlFrame::Command { id: None, command });
         }
     }
 }

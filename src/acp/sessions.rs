@@ -1,10 +1,9 @@
 //! Session management for the ACP front end: `session/new`, `session/load`, `session/resume`,
 //! `session/list`, `session/close` and `session/delete`.
 //!
-//! gjc runs one session at a time. Opening one (new, load, resume) makes it the session the
-//! front end serves; it may work in any folder the client names (`cwd`), which the session
-//! command carries (`new_session {cwd}`, `switch_session {cwd}`) so the session loads that
-//! project itself. Stored sessions are found by reading only their files' header lines
+//! Every session opened (new, load, resume) is live until it is closed, each an actor of its own
+//! (`crate::sessions`) working in the folder the client named (`cwd`), prompting independently
+//! of the others. Loading a session that is live serves the live one. Stored sessions are found by reading only their files' header lines
 //! (`session::store::find`, `stored_in`), so listing does not grow with the length of the
 //! conversations.
 
@@ -20,6 +19,8 @@ use agent_client_protocol_schema::v1::{
     SessionInfo, SessionListCapabilities, SessionResumeCapabilities,
 };
 use serde_json::{json, Value};
+
+use agent_client_protocol_schema::v1::{McpServer, PromptResponse, StopReason};
 
 use super::front::{busy, Front, Waiting};
 use super::updates;
@@ -63,42 +64,22 @@ pub fn capabilities() -> SessionCapabilities {
 
 /// A session request waiting for the session's answer to one of its commands.
 pub enum Step {
-    /// `new_session` was sent; `get_state` comes next for the id.
-    Fresh {
-        id: RequestId,
-        mcp: bool,
-        cwd: PathBuf,
-    },
-    /// `get_state` after a new session: the id to answer with.
-    New {
-        id: RequestId,
-        mcp: bool,
-        cwd: PathBuf,
-    },
     /// `switch_session` to a stored session, for `session/load` (`replay`) or `session/resume`.
     Switch {
         id: RequestId,
-        session: String,
-        cwd: PathBuf,
         replay: bool,
         /// The stored session's name, its title.
         title: Option<String>,
     },
     /// `get_messages` of a loaded session, to replay.
     Replay(RequestId),
-    /// `new_session` in place of a closed one.
-    Close(RequestId),
 }
 
 impl Step {
     /// The client's request this step answers.
     pub fn request(&self) -> &RequestId {
         match self {
-            Step::Fresh { id, .. }
-            | Step::New { id, .. }
-            | Step::Switch { id, .. }
-            | Step::Replay(id)
-            | Step::Close(id) => id,
+            Step::Switch { id, .. } | Step::Replay(id) => id,
         }
     }
 }
@@ -128,6 +109,9 @@ fn path_text(path: &Path) -> String {
 }
 
 impl<W: Write> Front<W> {
+    /// Starts a session actor of its own: sessions live side by side, each prompting on its
+    /// own. Starting one is the front end's own work, so a burst of `session/new` is answered in
+    /// order while the reader waits (backpressure), never refused.
     pub(super) fn new_session(
         &mut self,
         id: RequestId,
@@ -137,26 +121,18 @@ impl<W: Write> Front<W> {
             Ok(cwd) => cwd,
             Err(e) => return self.wire.respond::<()>(id, Err(e)),
         };
-        if self.turn.is_some() {
-            return self.wire.respond::<()>(id, Err(busy()));
+        if let Err(e) = self.start_session(cwd, None) {
+            return self
+                .wire
+                .respond::<()>(id, Err(Error::internal_error().data(e)));
         }
-        let mcp = !self.use_mcp_servers(&p.mcp_servers).is_empty();
-        // The session gjc started with serves the first `session/new` in its folder; later ones
-        // start afresh.
-        let reuse = !self.session_used && cwd == self.cwd;
-        self.session_used = true;
-        if reuse {
-            self.command(
-                "get_state",
-                json!({}),
-                Waiting::Session(Step::New { id, mcp, cwd }),
-            );
-        } else {
-            let fields = json!({"cwd": path_text(&cwd)});
-            let then = Waiting::Session(Step::Fresh { id, mcp, cwd });
-            self.command("new_session", fields, then);
-        }
-        Ok(())
+        let skipped = self.use_mcp_servers(&p.mcp_servers);
+        let response = NewSessionResponse::new(self.c.session.clone())
+            .modes(self.modes())
+            .config_options(self.config_options());
+        self.wire.respond(id, Ok(response))?;
+        self.tell_skipped(&skipped)?;
+        self.opened_updates()
     }
 
     pub(super) fn load_session(
@@ -164,8 +140,8 @@ impl<W: Write> Front<W> {
         id: RequestId,
         p: LoadSessionRequest,
     ) -> std::io::Result<()> {
-        self.mcp_for_stored(&p.session_id.0, &p.cwd, &p.mcp_servers)?;
-        self.open_stored(id, p.session_id.0.to_string(), &p.cwd, true)
+        let wanted = p.session_id.0.to_string();
+        self.open_stored(id, wanted, &p.cwd, &p.mcp_servers, true)
     }
 
     pub(super) fn resume_session(
@@ -173,16 +149,19 @@ impl<W: Write> Front<W> {
         id: RequestId,
         p: ResumeSessionRequest,
     ) -> std::io::Result<()> {
-        self.mcp_for_stored(&p.session_id.0, &p.cwd, &p.mcp_servers)?;
-        self.open_stored(id, p.session_id.0.to_string(), &p.cwd, false)
+        let wanted = p.session_id.0.to_string();
+        self.open_stored(id, wanted, &p.cwd, &p.mcp_servers, false)
     }
 
-    /// Switches the session to the stored one with id `wanted`, working in `cwd`.
+    /// Opens session `wanted` working in `cwd`. A live one is served as it is (its history
+    /// replayed for `session/load`); a stored one gets an actor of its own, which switches to
+    /// the stored file. The editor's MCP servers replace the ones it gave that session before.
     fn open_stored(
         &mut self,
         id: RequestId,
         wanted: String,
         cwd: &Path,
+        servers: &[McpServer],
         replay: bool,
     ) -> std::io::Result<()> {
         if let Err(e) = session_id(&wanted) {
@@ -192,29 +171,33 @@ impl<W: Write> Front<W> {
             Ok(cwd) => cwd,
             Err(e) => return self.wire.respond::<()>(id, Err(e)),
         };
-        if self.turn.is_some() {
-            return self.wire.respond::<()>(id, Err(busy()));
+        if self.focus(&wanted) {
+            if self.c.turn.is_some() {
+                return self.wire.respond::<()>(id, Err(busy()));
+            }
+            let skipped = self.use_mcp_servers(servers);
+            self.tell_skipped(&skipped)?;
+            return self.opened(id, replay);
         }
         let Some(found) = store::find(&self.projects.folders(), &wanted) else {
-            // The open session has no file until its first prompt; it is still the session.
-            if self.serves(&wanted) && cwd == self.cwd {
-                return self.opened(id, wanted, cwd, replay);
-            }
             return self
                 .wire
                 .respond::<()>(id, Err(Error::session_not_found(wanted)));
         };
-        self.session_used = true;
+        if let Err(e) = self.start_session(cwd.clone(), Some(wanted)) {
+            return self
+                .wire
+                .respond::<()>(id, Err(Error::internal_error().data(e)));
+        }
         let fields = json!({"sessionPath": path_text(&found.path), "cwd": path_text(&cwd)});
         let then = Waiting::Session(Step::Switch {
             id,
-            session: wanted,
-            cwd,
             replay,
             title: found.title.clone(),
         });
         self.command("switch_session", fields, then);
-        Ok(())
+        let skipped = self.use_mcp_servers(servers);
+        self.tell_skipped(&skipped)
     }
 
     pub(super) fn list_sessions(
@@ -243,32 +226,39 @@ impl<W: Write> Front<W> {
             Some(Some(cursor)) => Some(cursor),
             None => None,
         };
-        let stored = store::stored_in(&self.projects.folders());
+        let mut stored = store::stored_in(&self.projects.folders());
+        // A live session is listed before its first message has given it a file.
+        let unwritten: Vec<Stored> = self
+            .live_listed()
+            .into_iter()
+            .filter(|live| !stored.iter().any(|s| s.id == live.id))
+            .collect();
+        stored.extend(unwritten);
         let (sessions, next) = page(stored, filter.as_deref(), after.as_ref(), PAGE);
         let sessions = sessions.into_iter().filter_map(info).collect();
         let response = ListSessionsResponse::new(sessions).next_cursor(next.map(|c| c.text()));
         self.wire.respond(id, Ok(response))
     }
 
-    /// Ends the session's run (as `session/cancel` would) and lets it go: the session starts a
-    /// new, empty one in its place, so the closed one's file is no longer written.
+    /// Ends that session's actor: its prompt, if one runs, is answered `cancelled` now, and
+    /// nothing of it follows. The other sessions go on.
     pub(super) fn close_session(
         &mut self,
         id: RequestId,
         p: CloseSessionRequest,
     ) -> std::io::Result<()> {
         let wanted = p.session_id.0.to_string();
-        if self.serves(&wanted) {
-            self.cancel();
-            self.command("new_session", json!({}), Waiting::Session(Step::Close(id)));
-            return Ok(());
+        if !self.focus(&wanted) {
+            return self
+                .wire
+                .respond::<()>(id, Err(Error::session_not_found(wanted)));
         }
-        // A session opened earlier and replaced since holds nothing any more.
-        if self.known.remove(&wanted) {
-            return self.wire.respond(id, Ok(CloseSessionResponse::new()));
+        if let Some(turn) = self.c.turn.take() {
+            let response = PromptResponse::new(StopReason::Cancelled);
+            self.wire.respond(turn.id, Ok(response))?;
         }
-        self.wire
-            .respond::<()>(id, Err(Error::session_not_found(wanted)))
+        self.end_focused();
+        self.wire.respond(id, Ok(CloseSessionResponse::new()))
     }
 
     /// Removes a stored session's file (and its workflow gates). The open session is refused:
@@ -282,7 +272,7 @@ impl<W: Write> Front<W> {
         if let Err(e) = session_id(&wanted) {
             return self.wire.respond::<()>(id, Err(e));
         }
-        if self.serves(&wanted) {
+        if self.is_live(&wanted) {
             let error = Error::invalid_request().data(format!(
                 "session {wanted} is open; close it (session/close) before deleting it"
             ));
@@ -298,101 +288,28 @@ impl<W: Write> Front<W> {
                 .data(format!("cannot delete {}: {e}", found.path.display()));
             return self.wire.respond::<()>(id, Err(error));
         }
-        self.known.remove(&wanted);
         self.wire.respond(id, Ok(DeleteSessionResponse::new()))
     }
 
-    /// Whether `session` is the one served (none is once it is closed).
-    fn serves(&self, session: &str) -> bool {
-        !self.session.is_empty() && session == self.session
-    }
-
-    /// `-32002` for a request naming a session other than the one served (or a closed one).
-    pub(super) fn not_served(&self, session: &SessionId) -> Option<Error> {
-        (!self.serves(&session.0)).then(|| Error::session_not_found(session.clone()))
+    /// Focuses `session`, or `-32002` when it is not live on this connection.
+    pub(super) fn not_served(&mut self, session: &SessionId) -> Option<Error> {
+        (!self.focus(&session.0)).then(|| Error::session_not_found(session.clone()))
     }
 
     /// The session's answer to a step of a session request.
     pub(super) fn session_step(&mut self, step: Step, data: &Value) -> std::io::Result<()> {
         match step {
-            Step::Fresh { id, mcp, cwd } => {
-                let then = Waiting::Session(Step::New { id, mcp, cwd });
-                self.command("get_state", json!({}), then);
-                Ok(())
-            }
-            Step::New { id, mcp, cwd } => self.session_created(id, data, mcp, cwd),
-            Step::Switch {
-                id,
-                session,
-                cwd,
-                replay,
-                title,
-            } => {
-                let opened = self.opened(id, session, cwd, replay);
-                self.stats.title = title;
-                opened
+            Step::Switch { id, replay, title } => {
+                self.c.stats.title = title;
+                self.opened(id, replay)
             }
             Step::Replay(id) => self.replay(id, data),
-            Step::Close(id) => {
-                self.known.remove(&self.session);
-                self.session.clear();
-                // The new session in its place is unused: the next `session/new` takes it.
-                self.session_used = false;
-                self.wire.respond(id, Ok(CloseSessionResponse::new()))
-            }
         }
     }
 
-    /// Makes `session`, working in `cwd`, the one the front end serves.
-    fn serve(&mut self, session: String, cwd: PathBuf) {
-        if cwd != self.cwd {
-            self.skills = if self.projects.skills {
-                crate::prompt::find_skills(&self.projects.agent_dir, &cwd)
-            } else {
-                Vec::new()
-            };
-            self.cwd = cwd;
-        }
-        self.known.insert(session.clone());
-        if session != self.session {
-            self.stats.restart(None);
-        }
-        self.session = session;
-        self.shown.clear();
-        // "Always allow" holds for the session it was given in.
-        self.always.clear();
-    }
-
-    fn session_created(
-        &mut self,
-        id: RequestId,
-        state: &Value,
-        mcp: bool,
-        cwd: PathBuf,
-    ) -> std::io::Result<()> {
-        let Some(session) = state["sessionId"].as_str() else {
-            return self.wire.respond::<()>(id, Err(Error::internal_error()));
-        };
-        self.serve(session.to_string(), cwd);
-        let response = NewSessionResponse::new(session.to_string())
-            .modes(self.modes())
-            .config_options(self.config_options());
-        self.wire.respond(id, Ok(response))?;
-        if mcp {
-            self.notice("gjc connects to stdio MCP servers only; the HTTP and SSE ones listed were not started")?;
-        }
-        self.opened_updates()
-    }
-
-    /// The session switched: `session/load` replays it next, `session/resume` is answered.
-    fn opened(
-        &mut self,
-        id: RequestId,
-        session: String,
-        cwd: PathBuf,
-        replay: bool,
-    ) -> std::io::Result<()> {
-        self.serve(session, cwd);
+    /// The focused session is open: `session/load` replays it next, `session/resume` is
+    /// answered.
+    fn opened(&mut self, id: RequestId, replay: bool) -> std::io::Result<()> {
         if replay {
             self.command(
                 "get_messages",
@@ -417,11 +334,11 @@ impl<W: Write> Front<W> {
         let messages: Vec<AgentMessage> =
             serde_json::from_value(data["messages"].clone()).unwrap_or_default();
         let mut calls = Vec::new();
-        let cwd = self.cwd.clone();
+        let cwd = self.c.cwd.clone();
         // The whole history counts: what was counted of it before is forgotten.
-        let title = self.stats.title.take();
-        self.stats.restart(title);
-        self.stats.add(&messages);
+        let title = self.c.stats.title.take();
+        self.c.stats.restart(title);
+        self.c.stats.add(&messages);
         for message in &messages {
             for update in updates::replay(message, &cwd, &mut calls) {
                 self.update(update)?;

@@ -13,8 +13,8 @@ use serde_json::json;
 
 use super::front::{Front, Waiting};
 use super::updates::SessionUpdate;
+use crate::lanes::CommandFrame;
 use crate::protocol::sandbox::SandboxMode;
-use crate::session::CommandFrame;
 use crate::tools::guard::{Approval, ToolPolicy};
 
 /// The modes a session offers (`session/set_mode`).
@@ -68,8 +68,8 @@ impl<W: Write> Front<W> {
                 Err(Error::invalid_params().data(format!("no mode {}", p.mode_id))),
             );
         };
-        let sandbox_changes = (self.mode == FULL_ACCESS) != (mode == FULL_ACCESS);
-        self.mode = mode;
+        let sandbox_changes = (self.c.mode == FULL_ACCESS) != (mode == FULL_ACCESS);
+        self.c.mode = mode;
         self.send_policy();
         if sandbox_changes {
             self.send_sandbox();
@@ -97,7 +97,7 @@ impl<W: Write> Front<W> {
         let found = PERMISSIONS.iter().find(|(v, _, _)| *v == value);
         match (&*p.config_id.0, found) {
             ("permissions", Some(&(v, _, _))) => {
-                self.permissions = v;
+                self.c.permissions = v;
                 self.send_policy();
                 let options = self.config_options();
                 self.wire
@@ -126,7 +126,7 @@ impl<W: Write> Front<W> {
                 SessionMode::new(*id, *name).description(description.to_string())
             })
             .collect();
-        SessionModeState::new(self.mode, modes)
+        SessionModeState::new(self.c.mode, modes)
     }
 
     pub(super) fn config_options(&self) -> Vec<SessionConfigOption> {
@@ -137,10 +137,10 @@ impl<W: Write> Front<W> {
             })
             .collect();
         let permissions =
-            SessionConfigOption::select("permissions", "Permissions", self.permissions, values)
+            SessionConfigOption::select("permissions", "Permissions", self.c.permissions, values)
                 .category(SessionConfigOptionCategory::Other("_permissions".into()))
                 .description("When gjc asks before it edits or runs a command".to_string());
-        let Some(current) = &self.model else {
+        let Some(current) = &self.c.model else {
             return vec![permissions];
         };
         let mut models: Vec<SessionConfigSelectOption> = self
@@ -162,7 +162,7 @@ impl<W: Write> Front<W> {
     /// Tells the session which sandbox commands run in: none in the full-access mode, else the
     /// one gjc started with.
     fn send_sandbox(&mut self) {
-        let policy = match self.mode {
+        let policy = match self.c.mode {
             FULL_ACCESS => SandboxMode::DangerFullAccess,
             _ => self.sandbox,
         };
@@ -172,20 +172,20 @@ impl<W: Write> Front<W> {
     /// Tells the session which calls need approval, which are refused, and whether the editor
     /// serves file reads and writes.
     pub(super) fn send_policy(&mut self) {
-        let approval = match self.permissions {
+        let approval = match self.c.permissions {
             "allow_all" => Approval::Never,
             "allow_edits" => Approval::Commands,
             _ => Approval::EditsAndCommands,
         };
         let policy = ToolPolicy {
             approval,
-            read_only: self.mode == "plan",
+            read_only: self.c.mode == "plan",
             host_reads: self.client.fs.read_text_file,
             host_writes: self.client.fs.write_text_file,
             host_terminal: self.client.terminal,
         };
-        let Some(tx) = &self.commands else { return };
-        if tx.try_send(CommandFrame::Policy(policy)).is_err() {
+        let Some(live) = &self.c.live else { return };
+        if !live.command(CommandFrame::Policy(policy)) {
             log::warn!("the tool policy was not applied: the command lane is full or closed");
         }
     }

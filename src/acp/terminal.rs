@@ -382,8 +382,7 @@ impl<W: Write> Front<W> {
         run.request = id.clone();
         run.deadline = deadline;
         let host_id = host_id.to_string();
-        self.outgoing
-            .insert(id.clone(), Outgoing::Terminal { host_id });
+        self.ask(id.clone(), Outgoing::Terminal { host_id });
         self.wire.request(id, step.method(), params)
     }
 
@@ -412,17 +411,15 @@ mod tests {
     /// A front end writing to memory, and what it tells the host broker.
     fn front(terminal: bool) -> (Front<Vec<u8>>, Receiver<HostRequest>) {
         let (_out, frames, _wake) = crate::output::lane();
-        let (control, _) = unbounded();
-        let (commands, _) = unbounded();
+        let (_ended, ended) = unbounded();
+        let (_shutdowns, shutdowns) = unbounded();
         let (host, broker) = unbounded();
         let connections = super::super::Connections {
             frames,
-            control,
-            commands,
+            sessions: None,
+            ended,
+            shutdowns,
             host,
-            cwd: std::env::temp_dir(),
-            session: "s".into(),
-            skills: Vec::new(),
             models: super::super::front::Models {
                 available: Vec::new(),
                 current: None,

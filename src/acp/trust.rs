@@ -25,11 +25,11 @@ const NOT_NOW: &str = "reject_once";
 const NEVER: &str = "reject_always";
 
 impl<W: Write> Front<W> {
-    /// After a session opened in `self.cwd`: asks about its project if it has hooks and nobody
+    /// After a session opened in `self.c.cwd`: asks about its project if it has hooks and nobody
     /// decided yet (and no question about it is open), or says that a refused one's hooks are
     /// skipped.
     pub(super) fn check_trust(&mut self) -> std::io::Result<()> {
-        let cwd = self.cwd.clone();
+        let cwd = self.c.cwd.clone();
         if !crate::hooks::has_project_file(&cwd) || self.asking_trust(&cwd) {
             return Ok(());
         }
@@ -43,7 +43,7 @@ impl<W: Write> Front<W> {
     fn asking_trust(&self, cwd: &Path) -> bool {
         self.outgoing
             .values()
-            .any(|o| matches!(o, Outgoing::Trust { cwd: asked } if asked == cwd))
+            .any(|o| matches!(&o.what, Outgoing::Trust { cwd: asked } if asked == cwd))
     }
 
     fn ask_trust(&mut self, cwd: PathBuf) -> std::io::Result<()> {
@@ -75,7 +75,7 @@ impl<W: Write> Front<W> {
         let id = self.next_request_id();
         let call = ToolCallUpdate::new(format!("gjc-trust-{id}"), fields);
         let params = RequestPermissionRequest::new(self.session_id(), call, options);
-        self.outgoing.insert(id.clone(), Outgoing::Trust { cwd });
+        self.ask(id.clone(), Outgoing::Trust { cwd });
         self.wire.request(id, "session/request_permission", params)
     }
 

@@ -23,7 +23,7 @@ impl<W: Write> Front<W> {
                 assistant_message_event,
                 ..
             } => match updates::delta(&assistant_message_event) {
-                Some(update) if self.turn.is_some() => self.update(update),
+                Some(update) if self.c.turn.is_some() => self.update(update),
                 _ => Ok(()),
             },
             AgentEvent::ToolExecutionStart {
@@ -35,10 +35,10 @@ impl<W: Write> Front<W> {
                     &tool_call_id,
                     &tool_name,
                     &args,
-                    &self.cwd,
+                    &self.c.cwd,
                     ToolCallStatus::Pending,
                 );
-                self.shown.insert(tool_call_id, Shown { args });
+                self.c.shown.insert(tool_call_id, Shown { args });
                 self.update(SessionUpdate::ToolCall(call))
             }
             AgentEvent::ToolExecutionUpdate {
@@ -56,6 +56,7 @@ impl<W: Write> Front<W> {
                 is_error,
             } => {
                 let args = self
+                    .c
                     .shown
                     .remove(&tool_call_id)
                     .map(|s| s.args)
@@ -64,7 +65,7 @@ impl<W: Write> Front<W> {
                     &tool_call_id,
                     &tool_name,
                     &args,
-                    &self.cwd,
+                    &self.c.cwd,
                     &result,
                     is_error,
                 );
@@ -77,7 +78,7 @@ impl<W: Write> Front<W> {
                 error_message,
                 ..
             } => {
-                self.stats.add(&messages);
+                self.c.stats.add(&messages);
                 self.end_turn(&messages, outcome, error_message.as_deref())
             }
             _ => Ok(()),
@@ -90,14 +91,14 @@ impl<W: Write> Front<W> {
         outcome: crate::protocol::event::Outcome,
         error: Option<&str>,
     ) -> std::io::Result<()> {
-        let Some(turn) = self.turn.take() else {
+        let Some(turn) = self.c.turn.take() else {
             return Ok(());
         };
         // Before the answer: updates after it would belong to no turn.
-        for update in self.stats.updates(self.model.as_deref()) {
+        for update in self.c.stats.updates(self.c.model.as_deref()) {
             self.update(update)?;
         }
-        if turn.by_request && !self.running.cancelled() {
+        if turn.by_request && !self.running.cancelled(&self.c.session) {
             return self
                 .wire
                 .respond::<()>(turn.id, Err(Error::request_cancelled()));

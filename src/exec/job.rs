@@ -15,6 +15,8 @@ use super::output::OutputSink;
 use super::{orphans, process, BashEvent, BashJob, BashResult, JobOwner, Reply};
 
 pub(super) struct Job {
+    /// The session that started it (`BashHandle::for_session`).
+    pub session: u64,
     pub owner: JobOwner,
     pub pgid: i32,
     pub deadline: Option<Instant>,
@@ -40,7 +42,12 @@ pub(super) struct Job {
 }
 
 impl Job {
-    pub fn start(job: BashJob, spawned: process::Spawned, spill: Option<PathBuf>) -> Job {
+    pub fn start(
+        session: u64,
+        job: BashJob,
+        spawned: process::Spawned,
+        spill: Option<PathBuf>,
+    ) -> Job {
         let process::Spawned {
             child,
             output,
@@ -48,6 +55,7 @@ impl Job {
         } = spawned;
         let pidfd = pidfd_open(child.id());
         Job {
+            session,
             owner: job.owner,
             pgid,
             deadline: job.timeout.map(|t| Instant::now() + t),

@@ -90,11 +90,16 @@ impl From<Sender<BashEvent>> for Reply {
     }
 }
 
+/// Requests carry the session they come from (the number of the handle that sent them): owners
+/// are a session's own names, so an abort reaches only that session's commands.
 pub enum BashRequest {
-    Run(BashJob),
-    Abort(JobOwner),
-    /// The session ended: remove spill files of finished commands (unless they are kept).
-    ClearSpill,
+    Run(u64, BashJob),
+    Abort(u64, JobOwner),
+    /// A session ended: kill its commands (their results still go to it).
+    EndSession(u64),
+    /// The session started anew: remove the spill files of its finished commands (unless they
+    /// are kept); the other sessions' stay.
+    ClearSpill(u64),
     Shutdown,
 }
 
@@ -121,6 +126,8 @@ pub struct BashResult {
 #[derive(Clone)]
 pub struct BashHandle {
     inner: Arc<HandleInner>,
+    /// The session this handle runs commands for (0: the process's own, as hooks at start).
+    session: u64,
 }
 
 /// The request channel and the wake-up that goes with every request. When the last handle goes,
@@ -146,11 +153,25 @@ impl BashHandle {
     }
 
     pub fn run(&self, job: BashJob) {
-        self.send(BashRequest::Run(job));
+        self.send(BashRequest::Run(self.session, job));
     }
 
     pub fn abort(&self, owner: JobOwner) {
-        self.send(BashRequest::Abort(owner));
+        self.send(BashRequest::Abort(self.session, owner));
+    }
+
+    /// The same bash thread, for the commands of session `session` (a number the session host
+    /// gives each live session).
+    pub fn for_session(&self, session: u64) -> BashHandle {
+        BashHandle {
+            inner: self.inner.clone(),
+            session,
+        }
+    }
+
+    /// Kills the commands of this handle's session; the thread goes on for the others.
+    pub fn end_session(&self) {
+        self.send(BashRequest::EndSession(self.session));
     }
 
     pub fn shutdown(&self) {
@@ -158,7 +179,7 @@ impl BashHandle {
     }
 
     pub fn clear_spill(&self) {
-        self.send(BashRequest::ClearSpill);
+        self.send(BashRequest::ClearSpill(self.session));
     }
 }
 
@@ -183,6 +204,8 @@ pub struct BashActor {
     /// Made on the first command, so a session that runs none creates nothing.
     spill_dir: Option<tempfile::TempDir>,
     keep_spill: bool,
+    /// The session of each command given a spill path, until its file is cleared.
+    spilled: HashMap<u64, u64>,
     buf: Vec<u8>,
 }
 
@@ -203,6 +226,7 @@ pub fn spawn(
         spill_parent,
         spill_dir: None,
         keep_spill,
+        spilled: HashMap::new(),
         buf: vec![0u8; READ_CHUNK],
     };
     let thread = std::thread::Builder::new()
@@ -215,6 +239,7 @@ pub fn spawn(
     Ok((
         BashHandle {
             inner: Arc::new(inner),
+            session: 0,
         },
         thread,
     ))
@@ -235,9 +260,10 @@ impl BashActor {
     fn take_requests(&mut self) -> bool {
         loop {
             match self.requests.try_recv() {
-                Ok(BashRequest::Run(job)) => self.start(job),
-                Ok(BashRequest::ClearSpill) => self.clear_spill(),
-                Ok(BashRequest::Abort(owner)) => self.abort(&owner),
+                Ok(BashRequest::Run(session, job)) => self.start(session, job),
+                Ok(BashRequest::ClearSpill(session)) => self.clear_spill(session),
+                Ok(BashRequest::Abort(session, owner)) => self.abort(session, Some(&owner)),
+                Ok(BashRequest::EndSession(session)) => self.abort(session, None),
                 Ok(BashRequest::Shutdown) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,
             }
@@ -334,7 +360,7 @@ impl BashActor {
         Some(dir.path().join(format!("bash-{id}.log")))
     }
 
-    fn start(&mut self, job: BashJob) {
+    fn start(&mut self, session: u64, job: BashJob) {
         self.next_id += 1;
         let id = self.next_id;
         let spill = self.spill_path(id);
@@ -347,7 +373,11 @@ impl BashActor {
         );
         match spawned {
             Ok(spawned) => {
-                self.running.insert(id, Job::start(job, spawned, spill));
+                if spill.is_some() {
+                    self.spilled.insert(id, session);
+                }
+                self.running
+                    .insert(id, Job::start(session, job, spawned, spill));
             }
             Err(e) => {
                 let result = BashResult {
@@ -392,8 +422,10 @@ impl BashActor {
         }
     }
 
-    fn abort(&mut self, owner: &JobOwner) {
-        for r in self.running.values_mut().filter(|r| &r.owner == owner) {
+    /// Kills the commands of `session` started by `owner` (every one of them with `None`).
+    fn abort(&mut self, session: u64, owner: Option<&JobOwner>) {
+        let aborted = |r: &&mut Job| r.session == session && owner.is_none_or(|o| &r.owner == o);
+        for r in self.running.values_mut().filter(aborted) {
             r.cancelled = true;
             process::kill_group(r.pgid);
         }
@@ -412,25 +444,19 @@ impl BashActor {
         }
     }
 
-    /// Removes the spill files of commands that are no longer running.
-    fn clear_spill(&mut self) {
+    /// Removes the spill files of `session`'s commands that are no longer running.
+    fn clear_spill(&mut self, session: u64) {
         let Some(dir) = self.spill_dir.as_ref().filter(|_| !self.keep_spill) else {
             return;
         };
-        let live: Vec<String> = self
-            .running
-            .keys()
-            .map(|id| format!("bash-{id}.log"))
-            .collect();
-        for entry in std::fs::read_dir(dir.path())
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-        {
-            if !live.iter().any(|l| entry.file_name() == l.as_str()) {
-                let _ = std::fs::remove_file(entry.path());
+        let running = &self.running;
+        self.spilled.retain(|id, owner| {
+            if *owner != session || running.contains_key(id) {
+                return true;
             }
-        }
+            let _ = std::fs::remove_file(dir.path().join(format!("bash-{id}.log")));
+            false
+        });
     }
 
     /// Kills every command, waits (boundedly) for their ends, kills what escaped them, and
@@ -495,76 +521,4 @@ fn empty_result() -> BashResult {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(command: &str, timeout: Option<Duration>) -> BashResult {
-        let dir = tempfile::tempdir().unwrap();
-        let (handle, thread) = spawn(dir.path().to_path_buf(), false).unwrap();
-        let (tx, rx) = unbounded();
-        handle.run(BashJob {
-            owner: JobOwner::User,
-            command: command.into(),
-            cwd: dir.path().into(),
-            timeout,
-            stream: false,
-            confine: None,
-            stderr: None,
-            output_limit: None,
-            reply: tx.into(),
-        });
-        let result = loop {
-            match rx
-                .recv_timeout(Duration::from_secs(20))
-                .expect("bash result")
-            {
-                BashEvent::Exit { result, .. } => break result,
-                BashEvent::Output { .. } => {}
-            }
-        };
-        handle.shutdown();
-        thread.join().unwrap();
-        result
-    }
-
-    #[test]
-    fn merges_streams_and_reports_exit_code() {
-        let r = run("echo out; echo err 1>&2; exit 3", None);
-        assert_eq!(r.exit_code, Some(3));
-        assert!(
-            r.output.contains("out\n") && r.output.contains("err\n"),
-            "{:?}",
-            r.output
-        );
-    }
-
-    #[test]
-    fn background_children_do_not_hold_the_command_open() {
-        let started = Instant::now();
-        let r = run("sleep 1000 & echo started", None);
-        assert_eq!(r.exit_code, Some(0));
-        assert!(started.elapsed() < Duration::from_secs(10));
-    }
-
-    #[test]
-    fn timeout_kills_the_group() {
-        let r = run("sleep 30", Some(Duration::from_millis(200)));
-        assert!(r.timed_out);
-        assert_eq!(r.exit_code, None);
-    }
-
-    #[test]
-    fn utf8_split_across_reads_is_kept() {
-        let mut buf = "é".as_bytes()[..1].to_vec();
-        assert_eq!(job::take_valid_utf8(&mut buf), "");
-        buf.push("é".as_bytes()[1]);
-        assert_eq!(job::take_valid_utf8(&mut buf), "é");
-    }
-
-    #[test]
-    fn invalid_utf8_is_replaced_and_valid_text_kept() {
-        let r = run(r"printf 'a\377b \303\251 \360\237\230\200\n'", None);
-        assert_eq!(r.exit_code, Some(0));
-        assert_eq!(r.output, "a\u{fffd}b é 😀\n");
-    }
-}
+mod tests;

@@ -209,6 +209,11 @@ impl Hooks {
         })
     }
 
+    /// No hook at all: nothing will start a command, so no sandbox need be prepared for one.
+    pub fn is_empty(&self) -> bool {
+        self.hooks.is_empty()
+    }
+
     pub fn has(&self, event: &str) -> bool {
         self.for_event(event, None).next().is_some()
     }

@@ -42,8 +42,13 @@ pub enum HostRequest {
         id: String,
         result: Result<TerminalExit, String>,
     },
-    /// The session is shutting down: reject everything.
+    /// The process is shutting down: reject everything.
     Shutdown {
+        reason: String,
+    },
+    /// One session ended: reject its calls only.
+    EndSession {
+        session: u64,
         reason: String,
     },
 }
@@ -51,6 +56,8 @@ pub enum HostRequest {
 /// One outbound callback, registered under the id its caller was given.
 pub struct HostCall {
     pub id: String,
+    /// The session that made it (`HostHandle::for_session`).
+    pub session: u64,
     pub kind: CallKind,
     pub timeout: Option<Duration>,
     pub reply: Deliver,
@@ -97,9 +104,12 @@ pub struct HostHandle {
     tx: Sender<HostRequest>,
     /// Calls without a deadline, taken by the broker before it handles its next request.
     quiet: Sender<HostCall>,
+    /// Where this handle's request frames go: the session's own output lane.
     out: crate::output::OutTx,
     /// The last id given out, shared by every handle of one broker.
     next: Arc<AtomicU64>,
+    /// The session this handle calls for (0: the process's own).
+    session: u64,
 }
 
 impl HostHandle {
@@ -144,6 +154,7 @@ impl HostHandle {
         let id = self.mint(kind);
         let call = HostCall {
             id: id.clone(),
+            session: self.session,
             kind,
             timeout,
             reply,
@@ -176,6 +187,23 @@ impl HostHandle {
         })
     }
 
+    /// The same broker for session `session`, whose request frames go to `out`.
+    pub fn for_session(&self, session: u64, out: crate::output::OutTx) -> HostHandle {
+        HostHandle {
+            out,
+            session,
+            ..self.clone()
+        }
+    }
+
+    /// Rejects the pending calls of this handle's session; the broker goes on for the others.
+    pub fn end_session(&self, reason: &str) {
+        let _ = self.tx.send(HostRequest::EndSession {
+            session: self.session,
+            reason: reason.into(),
+        });
+    }
+
     pub fn shutdown(&self, reason: &str) {
         let _ = self.tx.send(HostRequest::Shutdown {
             reason: reason.into(),
@@ -188,6 +216,7 @@ impl HostHandle {
 }
 
 struct Pending {
+    session: u64,
     kind: CallKind,
     reply: Deliver,
     deadline: Option<Instant>,
@@ -213,6 +242,7 @@ pub fn spawn(
         quiet: quiet_tx,
         out: out.clone(),
         next: next.clone(),
+        session: 0,
     };
     let actor = HostActor {
         requests,
@@ -242,8 +272,9 @@ impl HostActor {
                         Ok(HostRequest::Call(call)) => self.call(call),
                         Ok(HostRequest::Cancel { id }) => self.cancel(&id, "cancelled"),
                         Ok(HostRequest::TerminalDone { id, result }) => self.terminal_done(&id, result),
-                        Ok(HostRequest::Shutdown { reason }) => { self.reject_all(&reason); break; }
-                        Err(_) => { self.reject_all("RPC client disconnected"); break; }
+                        Ok(HostRequest::Shutdown { reason }) => { self.reject_all(&reason, None); break; }
+                        Ok(HostRequest::EndSession { session, reason }) => self.reject_all(&reason, Some(session)),
+                        Err(_) => { self.reject_all("RPC client disconnected", None); break; }
                     }
                 },
                 recv(timer) -> _ => self.expire(),
@@ -263,6 +294,7 @@ impl HostActor {
         self.pending.insert(
             call.id,
             Pending {
+                session: call.session,
                 kind: call.kind,
                 reply: call.reply,
                 deadline,
@@ -391,10 +423,12 @@ impl HostActor {
 
     /// At shutdown: every pending callback is cancelled towards the host (so it stops working
     /// on it) and rejected towards its waiter.
-    fn reject_all(&mut self, reason: &str) {
+    /// Rejects every pending call, or those of one session.
+    fn reject_all(&mut self, reason: &str, session: Option<u64>) {
         let pending: Vec<(String, CallKind)> = self
             .pending
             .iter()
+            .filter(|(_, p)| session.is_none_or(|s| p.session == s))
             .map(|(id, p)| (id.clone(), p.kind))
             .collect();
         for (id, kind) in pending {

@@ -274,7 +274,7 @@ impl SessionLoop {
         let Some((stage, task)) = workflow::parse_command(text) else {
             return text.to_string();
         };
-        let prompt = workflow::stage_prompt(stage, &crate::cli::agent_dir(), &self.state.cwd);
+        let prompt = workflow::stage_prompt(stage, &self.state.project.agent_dir, &self.state.cwd);
         let tool = if stage == "deep-interview" {
             "ask"
         } else {

@@ -20,7 +20,10 @@ impl SessionLoop {
     pub(super) fn start_hooks(&mut self) {
         self.flush_out();
         let hooks = self.load_hooks();
-        hooks.set_launch(self.sandbox_launch());
+        // Without hooks no ruleset is prepared: an idle live session holds no descriptor.
+        if !hooks.is_empty() {
+            hooks.set_launch(self.sandbox_launch());
+        }
         hooks.notify(
             "session_start",
             self.hook_payload("session_start", json!({})),
@@ -30,7 +33,7 @@ impl SessionLoop {
 
     /// Loads the hooks of the session's project, its own only if it is trusted (`crate::trust`).
     fn load_hooks(&mut self) -> std::sync::Arc<crate::hooks::Hooks> {
-        let agent_dir = crate::cli::agent_dir();
+        let agent_dir = self.state.project.agent_dir.clone();
         self.state.project_trusted =
             crate::trust::TrustStore::new(&agent_dir).is_trusted(&self.state.cwd);
         crate::hooks::load(
@@ -52,7 +55,9 @@ impl SessionLoop {
         };
         old.release();
         let hooks = self.load_hooks();
-        hooks.set_launch(self.sandbox_launch());
+        if !hooks.is_empty() {
+            hooks.set_launch(self.sandbox_launch());
+        }
         self.hooks = Some(hooks);
     }
 
@@ -61,7 +66,9 @@ impl SessionLoop {
     /// turn starts when they are done (`on_prompt_hooks`).
     pub(super) fn start_prompt_run(&mut self, prompt: Vec<UserMessage>, command: &str) {
         // Hooks start in the sandbox of the moment (a stage or mode may have changed it).
-        self.sandbox_launch();
+        if self.hooks.as_ref().is_some_and(|h| !h.is_empty()) {
+            self.sandbox_launch();
+        }
         let Some(hooks) = self.hooks.clone().filter(|h| h.has(prompt::EVENT)) else {
             return self.start_run(prompt);
         };

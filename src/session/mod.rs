@@ -52,7 +52,7 @@ use crate::host::HostHandle;
 use crate::output::OutTx;
 use crate::protocol::host_reply::HostReply;
 use crate::protocol::message::StreamEvent;
-use crate::protocol::{AgentEvent, Command, Outbound, Response};
+use crate::protocol::{AgentEvent, Outbound, Response};
 use crate::provider::ProviderMsg;
 use crate::tools::ToolMsg;
 use outbox::Outbox;
@@ -60,32 +60,7 @@ use run::Run;
 use side::SideDone;
 use state::Session;
 
-/// The control lane: overtakes every queued command.
-#[derive(Debug)]
-pub enum ControlFrame {
-    Command {
-        id: Option<Value>,
-        command: Command,
-    },
-    /// A signal, parent death or a closed stdout: shut down as at stdin EOF.
-    Shutdown(&'static str),
-    /// Stdin reached EOF. Sent at once, even while commands are queued: every command read
-    /// before it is still answered, then the session shuts down.
-    InputClosed,
-}
-
-/// The ordered command lane.
-#[derive(Debug)]
-pub enum CommandFrame {
-    Command {
-        id: Option<Value>,
-        command: Command,
-    },
-    /// A line that could not be decoded; answered in its place in the order.
-    Invalid(Response),
-    /// What tool calls started from now on may do (a front end's modes and permissions).
-    Policy(crate::tools::guard::ToolPolicy),
-}
+pub use crate::lanes::{CommandFrame, ControlFrame};
 
 /// The receiving ends the session loop selects over, and the senders it hands to workers.
 pub struct Channels {
@@ -360,8 +335,10 @@ impl SessionLoop {
         self.flush_out();
         self.end_hooks();
         self.mcp.stop_all();
-        self.bash.shutdown();
-        self.host.shutdown("RPC client disconnected");
+        // The bash thread and the broker serve every session of the process: this one's
+        // commands and callbacks end here, the threads at the process's end (`app`).
+        self.bash.end_session();
+        self.host.end_session("RPC client disconnected");
         self.state.store.sync();
         self.registry.remove();
     }

@@ -28,6 +28,8 @@ pub struct ProjectOptions {
     pub skills: bool,
     /// `--session-dir`: every session file goes there, whatever the folder.
     pub fixed_session_dir: Option<PathBuf>,
+    /// Todo reminders per run (`Settings::todo_reminders` at start), this session's own.
+    pub todo_reminders: u32,
 }
 
 /// What a project contributes to the session.
@@ -120,7 +122,7 @@ impl SessionLoop {
             Some(raw) => resolve_cwd(Path::new(raw))?,
             None => self.state.cwd.clone(),
         };
-        TrustStore::new(&crate::cli::agent_dir()).remember(&cwd, trusted)?;
+        TrustStore::new(&self.state.project.agent_dir).remember(&cwd, trusted)?;
         if cwd == self.state.cwd && trusted != self.state.project_trusted {
             self.reload_hooks();
         }

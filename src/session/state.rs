@@ -16,7 +16,8 @@ pub struct Session {
     pub id: String,
     pub name: Option<String>,
     pub cwd: PathBuf,
-    pub catalog: Catalog,
+    /// The model catalog, shared by every session of the process (it never changes after start).
+    pub catalog: std::sync::Arc<Catalog>,
     pub model: Option<Model>,
     pub thinking: &'static str,
     pub queues: Queues,

@@ -40,7 +40,7 @@ impl SessionLoop {
     /// When a run would end with open tasks and reminders are left for it: `todo_reminder`, and
     /// the reminder message to continue the run with.
     pub(super) fn todo_reminder(&mut self) -> Option<UserMessage> {
-        let max = crate::settings::get().todo_reminders;
+        let max = self.state.project.todo_reminders;
         let open = open_tasks(&self.state.todos);
         let run = self.run.as_mut()?;
         if open.is_empty() || run.todo_reminders >= max {

@@ -14,21 +14,18 @@
 //! senders; the lane disconnects once its last command is forwarded.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, ErrorKind, Read};
+use std::io::Read;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use crate::host::HostRequest;
+use crate::lanes::{CommandFrame, ControlFrame};
+use crate::lines::{read_line, LineRead};
 use crate::protocol::host_reply::HostReply;
 use crate::protocol::{decode_line, Inbound, Response};
 use crate::room::Room;
-use crate::session::{CommandFrame, ControlFrame};
 
-/// Frames the command lane holds before the reader falls back to its lookahead.
-pub const COMMAND_QUEUE: usize = 1024;
-/// Frames the control lane holds. Every cancellation is answered, so a host that sends them
-/// without reading stdout would otherwise grow the lane; past this the reader waits.
-pub const CONTROL_QUEUE: usize = 64;
+pub use crate::lanes::{COMMAND_QUEUE, CONTROL_QUEUE};
 /// Bytes (of the lines they came from) the command lane holds; one frame is let in regardless.
 const COMMAND_QUEUE_BYTES: usize = 32 * 1024 * 1024;
 /// Lines read ahead while the lane is full, and their bytes; one line is let in regardless.
@@ -219,57 +216,6 @@ impl LaneBytes {
             self.settle(lane.len());
             self.total == 0 || self.total + weight <= COMMAND_QUEUE_BYTES
         })
-    }
-}
-
-pub(crate) enum LineRead {
-    Line,
-    Eof,
-    /// The line was longer than the cap; its bytes were discarded as they arrived.
-    TooLong(usize),
-}
-
-/// Reads one LF-terminated line into `line` (without the LF). A final line without LF counts.
-pub(crate) fn read_line(
-    reader: &mut impl BufRead,
-    line: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<LineRead> {
-    line.clear();
-    let mut seen = 0usize;
-    loop {
-        let buf = match reader.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if buf.is_empty() {
-            return Ok(match seen {
-                0 => LineRead::Eof,
-                n if n > max => LineRead::TooLong(n),
-                _ => LineRead::Line,
-            });
-        }
-        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (&buf[..i], Some(i + 1)),
-            None => (buf, None),
-        };
-        seen += chunk.len();
-        if seen <= max {
-            line.extend_from_slice(chunk);
-        } else if !line.is_empty() {
-            line.clear();
-            line.shrink_to(64 * 1024);
-        }
-        let used = done.unwrap_or(chunk.len());
-        reader.consume(used);
-        if done.is_some() {
-            return Ok(if seen > max {
-                LineRead::TooLong(seen)
-            } else {
-                LineRead::Line
-            });
-        }
     }
 }
 

@@ -34,22 +34,24 @@ fn session_cancel_wins_over_cancel_request() {
 }
 
 #[test]
-fn a_session_new_under_way_is_answered_request_cancelled_once() {
+fn a_model_change_under_way_is_answered_request_cancelled_once() {
     let mut g = acp(json!({"turns": []}));
     g.initialize(json!({}));
-    g.new_session();
-    // The second `session/new` starts a new session: two steps through the session. The cancel
-    // comes in the same write, so it usually reaches the front end before the session has
-    // answered; when the session is quicker, its answer stands and the cancel is ignored. Either
-    // way there is exactly one answer. The cancel must win at least once.
+    let session = g.new_session();
+    // A model change goes through the session. The cancel comes in the same write, so it
+    // usually reaches the front end before the session has answered; when the session is
+    // quicker, its answer stands and the cancel is ignored. Either way there is exactly one
+    // answer. The cancel must win at least once. (`session/new` used to be the request under
+    // way here; a live session now starts inside the front end and is answered at once.)
     for _ in 0..20 {
         let id = g.next_id;
         g.next_id += 1;
-        let new = json!({"jsonrpc": "2.0", "id": id, "method": "session/new",
-                         "params": {"cwd": g.project, "mcpServers": []}});
+        let set = json!({"jsonrpc": "2.0", "id": id, "method": "session/set_config_option",
+                         "params": {"sessionId": session, "configId": "model",
+                                    "value": "scripted/scripted"}});
         let cancel = json!({"jsonrpc": "2.0", "method": "$/cancel_request",
                             "params": {"requestId": id}});
-        g.send_line(&format!("{new}\n{cancel}"));
+        g.send_line(&format!("{set}\n{cancel}"));
         let (response, _) = g.response(id);
         // Exactly one answer: the next message about `id` would be a second one.
         let auth = g.request("authenticate", json!({"methodId": "none"}));
@@ -64,9 +66,9 @@ fn a_session_new_under_way_is_answered_request_cancelled_once() {
         if response["error"]["code"] == -32800 {
             return;
         }
-        assert!(response["result"]["sessionId"].is_string(), "{response}");
+        assert!(response["result"]["configOptions"].is_array(), "{response}");
     }
-    panic!("the cancel never reached gjc before the session/new was answered");
+    panic!("the cancel never reached gjc before the model change was answered");
 }
 
 #[test]

@@ -63,7 +63,20 @@ fn each_turn_reports_usage_cost_and_title_before_its_answer() {
     let first_cost = usage[0]["cost"]["amount"].as_f64().unwrap();
     assert!((first_cost - 0.000105).abs() < 1e-12, "{first_cost}");
 
-    // Loaded with a name: the history's cost counts, and the title is sent after the turn.
+    // Loaded with a name: the history's cost counts, and the title is sent after the turn. A
+    // live session is served as it is, so the session is closed (its actor gone, the last sign
+    // of which is its registry record) before its file is named behind gjc's back.
+    let close = g.request("session/close", json!({"sessionId": session}));
+    assert_eq!(g.result(close), json!({}));
+    let record = agent.join("rpc-sessions").join(format!("{session}.json"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while record.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the closed session stayed registered"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     name_stored_session(&agent, "Named session");
     let id = g.request(
         "session/load",

@@ -1,0 +1,86 @@
+//! What every new session is made from: the start-up choices (model, thinking level, tools,
+//! how a project loads, where sessions are stored, the sandbox policy), resolved once at start.
+//! A session made from it owns its copy (the model catalog is shared); nothing here changes
+//! after start.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::provider::catalog::{Catalog, Model};
+use crate::provider::scripted::Script;
+use crate::session::project::{Loaded, ProjectOptions};
+use crate::session::queue::Queues;
+use crate::session::retry::RetryPolicy;
+use crate::session::state::Session;
+use crate::tools::ToolRegistry;
+
+pub struct Blueprint {
+    /// Shared with each session made from it, not copied.
+    pub catalog: Arc<Catalog>,
+    pub model: Option<Model>,
+    pub thinking: &'static str,
+    /// The tools each session gets (`--tools`, `--no-tools`).
+    pub tool_names: Vec<String>,
+    pub script: Option<Result<Arc<Script>, String>>,
+    /// How a project loads, and the agent's folder.
+    pub project: ProjectOptions,
+    /// False with `--no-session`: sessions keep no file.
+    pub persistent: bool,
+    pub compact_updates: bool,
+    /// The sandbox policy every session starts with.
+    pub policy: crate::sandbox::Policy,
+    /// The registry's name for the front end (`stdio`).
+    pub transport: &'static str,
+}
+
+impl Blueprint {
+    /// The state of a new session with id `id` working in `cwd` (canonical, a directory).
+    pub fn session(&self, id: String, cwd: PathBuf) -> Result<Session, String> {
+        let tools = ToolRegistry::builtin(&self.tool_names)?;
+        let Loaded {
+            system_prompt,
+            rules,
+        } = self.project.load(&cwd, &tools.specs());
+        let sessions_root = self.project.agent_dir.join("sessions");
+        let session_dir = self.project.session_dir(&sessions_root, &cwd);
+        let store = if self.persistent {
+            crate::session::store::Store::create(&session_dir, &id, &cwd, None)
+        } else {
+            crate::session::store::Store::in_memory(&id, &cwd)
+        };
+        Ok(Session {
+            id,
+            name: None,
+            cwd,
+            catalog: self.catalog.clone(),
+            model: self.model.clone(),
+            thinking: self.thinking,
+            queues: Queues::default(),
+            retry: RetryPolicy::default(),
+            auto_compaction: true,
+            messages: Default::default(),
+            todos: Vec::new(),
+            system_prompt,
+            rules: Arc::new(rules),
+            tools,
+            script: self.script.clone(),
+            schemes: Arc::default(),
+            store,
+            session_dir,
+            sessions_root,
+            project: self.project.clone(),
+            workflow: Default::default(),
+            project_trusted: false,
+        })
+    }
+
+    /// The sandbox of a session working in `cwd`.
+    pub fn sandbox(&self, cwd: PathBuf) -> crate::sandbox::Sandbox {
+        crate::sandbox::Sandbox::new(self.policy.clone(), cwd)
+    }
+
+    /// The registry record of a session working in `cwd`.
+    pub fn registry(&self, cwd: &std::path::Path) -> crate::registry::Registry {
+        crate::registry::Registry::new(&self.project.agent_dir, self.transport, cwd)
+    }
+}
