@@ -26,7 +26,7 @@ use crate::protocol::{AgentEvent, Outbound};
 /// `get_state` during a fast default-mode stream (each frame carrying the whole message) waits:
 /// at 1 MiB its median was several milliseconds; at a quarter of that, about what compact frames
 /// give. Deltas merged while backed up lose no text.
-pub const HIGH: usize = 256 << 10;
+pub const HIGH: usize = crate::settings::OUTPUT_BACKLOG_BYTES;
 
 /// The backlog limit: a host that wants one frame per delta however slowly it reads can raise it,
 /// at the cost of memory while it does not read.

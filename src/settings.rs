@@ -12,7 +12,32 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::provider::sse::SseLimits;
+/// Size limits for one stream. The largest legitimate SSE line is one JSON event carrying a whole
+/// block at once (a Gemini inline image, a tool call's arguments sent in one piece): a few MiB at
+/// most. 16 MiB leaves ample room for those, yet caps what a broken or hostile server can make gjc
+/// hold; an event may join several `data:` lines, so it gets twice that.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SseLimits {
+    pub line: usize,
+    pub event: usize,
+}
+
+impl Default for SseLimits {
+    fn default() -> SseLimits {
+        SseLimits {
+            line: 16 << 20,
+            event: 32 << 20,
+        }
+    }
+}
+
+/// The output backlog at which the lane counts as backed up (`crate::output::HIGH`), unless
+/// `GJC_OUTPUT_BACKLOG_BYTES` says otherwise.
+pub const OUTPUT_BACKLOG_BYTES: usize = 256 << 10;
+
+/// The longest provider-requested wait honoured (`crate::provider::failure`), unless
+/// `GJC_RETRY_AFTER_MAX_MS` says otherwise.
+pub const RETRY_AFTER_CAP_MS: u64 = 60_000;
 
 /// How the context is made to fit when it is full (`GJC_COMPACTION_STRATEGY`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +142,7 @@ impl Settings {
             retry_after_max: millis(
                 "GJC_RETRY_AFTER_MAX_MS",
                 var("GJC_RETRY_AFTER_MAX_MS"),
-                crate::provider::failure::DEFAULT_RETRY_AFTER_CAP.as_millis() as u64,
+                RETRY_AFTER_CAP_MS,
             ),
             compact_keep_tokens: number(
                 "GJC_COMPACT_KEEP_TOKENS",
@@ -131,7 +156,7 @@ impl Settings {
             output_backlog_bytes: positive(
                 "GJC_OUTPUT_BACKLOG_BYTES",
                 var("GJC_OUTPUT_BACKLOG_BYTES"),
-                crate::output::HIGH,
+                OUTPUT_BACKLOG_BYTES,
             ),
             todo_reminders: parse_reminders(var("GJC_TODO_REMINDERS").as_deref()).unwrap_or_else(
                 |e| {

@@ -736,21 +736,32 @@ fn mcp_servers_of_session_new_are_used_and_kept_to_their_session() {
         .to_string();
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
 
-    // A new session does not see the first one's servers, and those are stopped.
+    // A second session does not see the first one's servers; they run as long as the first
+    // session lives, and stop when it is closed.
     let second = g.new_session();
     g.allow_all(&second);
     let id = g.prompt(&second, "pid again");
     let (_, before) = g.stop_reason(id);
     let shown = serde_json::to_string(&updates(&before)).unwrap();
     assert!(shown.contains("not found"), "{shown}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let gone = || {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .map(|s| s.contains(") Z "))
             .unwrap_or(true)
     };
+    assert!(
+        !gone(),
+        "the first session's server {pid} runs while that session lives"
+    );
+    let close = g.request("session/close", json!({"sessionId": session}));
+    let (closed, _) = g.response(close);
+    assert!(closed.get("error").is_none(), "{closed}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while !gone() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(gone(), "the first session's server {pid} was stopped");
+    assert!(
+        gone(),
+        "the first session's server {pid} was stopped with its session"
+    );
 }

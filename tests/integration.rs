@@ -53,6 +53,8 @@ mod host;
 mod hostile_files;
 /// No test writes to the real home directory.
 mod isolation;
+/// The source tree's walls: allowed imports, no import circle, files a reader can hold.
+mod layout;
 /// MCP servers as tools, over stdio, against real servers.
 mod mcp;
 /// Prompts, tool loops, steering and follow-ups.

@@ -347,7 +347,7 @@ impl Plane {
                 (classify_bash(text), Some(text))
             }
             "write" | "edit" => (ActionClass::FileWrite, None),
-            name if name.starts_with(crate::mcp::names::PREFIX) => {
+            name if name.starts_with(crate::protocol::mcp::MCP_TOOL_PREFIX) => {
                 (ActionClass::McpToolInvoke, None)
             }
             _ => return Verdict::Allow,

@@ -5,7 +5,7 @@
 
 use sha2::{Digest, Sha256};
 
-pub const PREFIX: &str = "mcp__";
+pub use crate::protocol::mcp::MCP_TOOL_PREFIX as PREFIX;
 const MAX_LEN: usize = 64;
 
 fn sanitize(text: &str) -> String {

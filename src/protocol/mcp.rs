@@ -4,6 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// What every MCP tool's name starts with, as the model and the host see it
+/// (`mcp__<server>__<tool>`): policies that treat MCP tools as their own class match on it.
+pub const MCP_TOOL_PREFIX: &str = "mcp__";
+
 /// One server of the session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 /// The longest provider-requested wait gjc honours, unless `GJC_RETRY_AFTER_MAX_MS` says otherwise.
 /// A minute keeps an interactive agent responsive; a provider asking for more (daily quotas,
 /// long outages) is better reported at once than hammered or waited on silently.
-pub const DEFAULT_RETRY_AFTER_CAP: Duration = Duration::from_secs(60);
+pub const DEFAULT_RETRY_AFTER_CAP: Duration =
+    Duration::from_millis(crate::settings::RETRY_AFTER_CAP_MS);
 
 pub fn retry_after_cap() -> Duration {
     crate::settings::get().retry_after_max

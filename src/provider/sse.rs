@@ -4,24 +4,7 @@
 
 use std::io::{BufRead, ErrorKind};
 
-/// Size limits for one stream. The largest legitimate SSE line is one JSON event carrying a whole
-/// block at once (a Gemini inline image, a tool call's arguments sent in one piece): a few MiB at
-/// most. 16 MiB leaves ample room for those, yet caps what a broken or hostile server can make gjc
-/// hold; an event may join several `data:` lines, so it gets twice that.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SseLimits {
-    pub line: usize,
-    pub event: usize,
-}
-
-impl Default for SseLimits {
-    fn default() -> SseLimits {
-        SseLimits {
-            line: 16 << 20,
-            event: 32 << 20,
-        }
-    }
-}
+pub use crate::settings::SseLimits;
 
 /// Why a stream could not be read.
 #[derive(Debug)]

@@ -142,7 +142,7 @@ fn status(server: &Server) -> McpServerStatus {
 impl SessionLoop {
     /// Loads the config files and starts every server (the session is starting).
     pub(super) fn start_mcp(&mut self) {
-        let agent_dir = crate::cli::agent_dir();
+        let agent_dir = self.state.project.agent_dir.clone();
         let trusted = crate::trust::TrustStore::new(&agent_dir).is_trusted(&self.state.cwd);
         let (mut servers, errors) = config::load(&agent_dir, &self.state.cwd, trusted);
         for error in errors {

@@ -50,7 +50,7 @@ pub fn effect(tool: &str, args: &Value) -> Effect {
     match tool {
         "write" | "edit" => Effect::Edit,
         // An MCP tool may do anything, whatever its annotations claim: asked for like a command.
-        name if name.starts_with(crate::mcp::names::PREFIX) => Effect::Command,
+        name if name.starts_with(crate::protocol::mcp::MCP_TOOL_PREFIX) => Effect::Command,
         "bash" => match str_arg(args, "command") {
             Some(command) if crate::control::classify::is_read_only(command) => Effect::ReadOnly,
             _ => Effect::Command,
