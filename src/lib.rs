@@ -18,6 +18,14 @@
 //! `gjc = { version = "0.1", default-features = false, features = ["client"] }`.
 #![deny(clippy::print_stdout)]
 
+// The agent's safety promises are kept by Linux (Landlock, seccomp, openat2); elsewhere it would
+// have to run commands unconfined, so it does not build there. The client builds on any Unix.
+#[cfg(all(feature = "agent", not(target_os = "linux")))]
+compile_error!(
+    "the gjc agent runs on Linux only (its sandbox is Landlock and seccomp); \
+     hosts on other Unix-like systems depend on the `client` feature alone"
+);
+
 #[cfg(feature = "agent")]
 pub mod acp;
 #[cfg(feature = "agent")]
