@@ -305,10 +305,12 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         });
     }
     drop(host);
-    if let Some(signals) = signals {
-        watch_signals(signals, control_tx.clone(), parent);
+    // The parent-death signal follows the parent (it fires at every reparenting); the poll is
+    // only for when its handler could not be installed. One thread fewer at idle.
+    match signals {
+        Some(signals) => watch_signals(signals, control_tx.clone(), parent),
+        None => watch_parent(control_tx.clone(), parent),
     }
-    watch_parent(control_tx.clone(), parent);
 
     // A crashed role thread ends the process: the others may be waiting for it forever.
     select_biased! {
@@ -504,8 +506,8 @@ fn arm_parent_death() {
     }
 }
 
-/// A poll of the parent pid, for where the parent-death signal does not reach (other systems,
-/// or signal handlers that could not be installed).
+/// A poll of the parent pid, for when the signal handlers could not be installed (the
+/// parent-death signal then has no one to tell).
 fn watch_parent(control: Sender<ControlFrame>, parent: Parent) {
     spawn("gjc-parent", move || loop {
         std::thread::sleep(Duration::from_millis(500));
