@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, select_biased, unbounded, Receiver, Sender};
 
-use crate::cli::{self, Args};
+use crate::cli::Args;
 use crate::protocol::Outbound;
 use crate::provider::catalog::{clamp_thinking, Catalog, Model};
 use crate::provider::scripted::Script;
@@ -69,10 +69,7 @@ pub fn run(args: Args, parent: Parent) -> i32 {
         Ok(t) => t,
         Err(e) => return fatal(&e),
     };
-    if args.no_todo_reminders {
-        crate::session::todos::disable_reminders();
-    }
-    let agent_dir = cli::agent_dir();
+    let agent_dir = crate::settings::get().agent_dir.clone();
     if args.trust_project {
         if let Err(e) = crate::trust::TrustStore::new(&agent_dir).remember(&cwd, true) {
             return fatal(&format!("--trust-project: {e}"));
@@ -233,7 +230,8 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
             .map(|m| (format!("{}/{}", m.provider, m.id), m.context_window))
             .collect(),
     };
-    let registry = crate::registry::Registry::new(&cli::agent_dir(), "stdio", &state.cwd);
+    let registry =
+        crate::registry::Registry::new(&crate::settings::get().agent_dir, "stdio", &state.cwd);
     let policy = match crate::sandbox::Policy::from_args(
         args.sandbox.as_deref(),
         acp,
@@ -263,7 +261,7 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         let skills = if args.no_skills {
             Vec::new()
         } else {
-            prompt::find_skills(&cli::agent_dir(), &cwd)
+            prompt::find_skills(&crate::settings::get().agent_dir, &cwd)
         };
         let connections = crate::acp::Connections {
             frames,
@@ -275,15 +273,15 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
             skills,
             models,
             projects: crate::acp::sessions::Projects {
-                agent_dir: cli::agent_dir(),
-                sessions_root: cli::agent_dir().join("sessions"),
+                agent_dir: crate::settings::get().agent_dir.clone(),
+                sessions_root: crate::settings::get().agent_dir.join("sessions"),
                 fixed_dir: args.session_dir.clone(),
                 persistent: !args.no_session,
                 skills: !args.no_skills,
             },
             sandbox: sandbox_mode,
         };
-        let front = crate::acp::start(connections, stdin::default_max_line());
+        let front = crate::acp::start(connections, crate::settings::get().max_line_bytes);
         writer = Some(spawn_writer(
             "gjc-acp",
             front,
@@ -301,7 +299,11 @@ fn serve(state: Session, args: &Args, session_id: String, parent: Parent) -> i32
         // Never joined: a read blocked on a live stdin cannot be interrupted, and at a signal
         // the process exits with the reader still waiting.
         let _stdin = spawn("gjc-stdin", move || {
-            stdin::run(std::io::stdin().lock(), routes, stdin::default_max_line())
+            stdin::run(
+                std::io::stdin().lock(),
+                routes,
+                crate::settings::get().max_line_bytes,
+            )
         });
     }
     drop(host);

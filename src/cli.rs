@@ -267,15 +267,10 @@ fn check_session_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The agent dir: `GJC_CODING_AGENT_DIR`, else `~/.gjc/agent`.
+/// The agent dir (`crate::settings::Settings::agent_dir`). Kept only for the calls inside
+/// `session/` that still use it; new code reads the settings.
 pub fn agent_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("GJC_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/"));
-    home.join(".gjc").join("agent")
+    crate::settings::get().agent_dir.clone()
 }
 
 #[cfg(test)]
@@ -352,11 +347,11 @@ mod tests {
 mod version_tests {
     use clap::CommandFactory;
 
-    /// Every variable the agent reads by name (`env::var("NAME")`, `env::var_os("NAME")`) is in
-    /// `--help`. The client library's `GJC_BIN` (src/client/) is read by hosts, not by gjc.
+    /// Every variable the agent reads by name (`env::var("NAME")`, `env::var_os("NAME")`, and
+    /// `var("NAME")` in `settings.rs`) is in `--help`. The client library's `GJC_BIN` (src/client/) is read by hosts, not by gjc.
     #[test]
     fn help_names_every_environment_variable() {
-        let read = regex::Regex::new(r#"env::var(?:_os)?\(\s*"([A-Z0-9_]+)""#).unwrap();
+        let read = regex::Regex::new(r#"(?:env::var(?:_os)?|\bvar)\(\s*"([A-Z0-9_]+)""#).unwrap();
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut names = Vec::new();
         for entry in ignore::Walk::new(&src).filter_map(Result::ok) {

@@ -30,6 +30,17 @@ pub fn main() -> i32 {
             return 2;
         }
     };
+    // The environment is read once, here; `--no-todo-reminders` overrides its setting.
+    let mut settings = crate::settings::Settings::from_env();
+    if args.no_todo_reminders {
+        settings.todo_reminders = 0;
+    }
+    if !crate::settings::install(settings) {
+        // Something read the settings before this point and got the environment's.
+        log::warn!(
+            "settings were read before start-up resolved them; --no-todo-reminders may not apply"
+        );
+    }
     crate::app::run(args, parent)
 }
 

@@ -74,6 +74,8 @@ pub mod secrets;
 #[cfg(feature = "agent")]
 pub mod session;
 #[cfg(feature = "agent")]
+pub mod settings;
+#[cfg(feature = "agent")]
 pub mod tools;
 #[cfg(feature = "agent")]
 pub mod transport;

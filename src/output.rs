@@ -31,11 +31,7 @@ pub const HIGH: usize = 256 << 10;
 /// The backlog limit: a host that wants one frame per delta however slowly it reads can raise it,
 /// at the cost of memory while it does not read.
 fn high_mark() -> usize {
-    std::env::var("GJC_OUTPUT_BACKLOG_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(HIGH)
+    crate::settings::get().output_backlog_bytes
 }
 
 struct Gauge {

@@ -10,11 +10,11 @@
 //! `rpc-sessions` folder must be a real folder (a planted link is refused, not followed), and a
 //! record is first written under a fresh name that is never followed through a link.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+
+use crate::fs::atomic;
 
 /// The registry's folder in the agent dir.
 const FOLDER: &str = "rpc-sessions";
@@ -144,31 +144,20 @@ fn written_by_us(path: &Path) -> bool {
 }
 
 fn write_atomic(agent_dir: &Path, path: &Path, record: &Record) -> std::io::Result<()> {
-    let dir = crate::fs::dirs::real_dir(agent_dir, &[FOLDER])?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        std::process::id(),
-        crate::ids::short_id()
-    ));
-    // One write, and no fsync: a record describes a live process, so after a power loss it is
-    // stale whatever it holds, and readers delete records whose pid is gone (or that do not
-    // parse). The rename alone keeps a crash of gjc from leaving half a record under a `.json`
-    // name. The fsync cost about a millisecond on the session thread before its first command.
+    crate::fs::dirs::real_dir(agent_dir, &[FOLDER])?;
+    // No fsync: a record describes a live process, so after a power loss it is stale whatever
+    // it holds, and readers delete records whose pid is gone (or that do not parse). The rename
+    // alone keeps a crash of gjc from leaving half a record under a `.json` name. The fsync
+    // cost about a millisecond on the session thread before its first command. The temporary
+    // file is new (`O_EXCL`: a planted link is never written through), and the rename replaces
+    // a link at the record rather than following it.
     let mut line = serde_json::to_vec(record)?;
     line.push(b'\n');
-    // A new file (`O_EXCL`: an existing name, a planted link included, is never written
-    // through), renamed over the record (a link there is replaced, not followed).
-    let result = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(&line))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    let options = atomic::Options {
+        durability: atomic::Durability::Renamed,
+        ..atomic::Options::PRIVATE
+    };
+    atomic::replace(path, options, atomic::bytes(&line))
 }
 
 #[cfg(test)]

@@ -18,7 +18,6 @@
 //! two processes deciding at once both keep their decision.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -142,26 +141,10 @@ impl TrustStore {
     }
 
     /// Writes `text` to a private temporary file beside the store, then renames it over the
-    /// store: a reader sees the old list or the new one, never half of one.
+    /// store (`crate::fs::atomic`): a reader sees the old list or the new one, never half of one.
     fn replace(&self, text: &[u8]) -> std::io::Result<()> {
-        let tmp = self.dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        let written = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)
-            .and_then(|mut f| {
-                f.write_all(text)?;
-                f.sync_all()
-            })
-            .and_then(|()| std::fs::rename(&tmp, self.path()));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written?;
-        File::open(&self.dir)?.sync_all()
+        let options = crate::fs::atomic::Options::PRIVATE;
+        crate::fs::atomic::replace(&self.path(), options, crate::fs::atomic::bytes(text))
     }
 
     /// An exclusive lock on `<store>.lock`, waited for at most [`LOCK_WAIT`]; released when the

@@ -463,7 +463,7 @@ pub fn test_panic_point() {
     if !cfg!(debug_assertions) {
         return;
     }
-    let Ok(wanted) = std::env::var("GJC_TEST_PANIC") else {
+    let Some(wanted) = &crate::settings::get().test_panic else {
         return;
     };
     if std::thread::current().name() == Some(wanted.as_str()) {

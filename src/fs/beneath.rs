@@ -20,10 +20,10 @@
 use std::ffi::{CString, OsStr, OsString};
 use std::fmt;
 use std::fs::{File, Metadata};
-use std::io::{self, Write as _};
+use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 /// The kernel's own limit on links followed in one lookup.
@@ -213,21 +213,15 @@ impl Target {
     /// (and owner, when allowed), synced, then renamed over the name. A new file gets the mode
     /// `open` would give it (0666 less the umask).
     pub fn replace(&self, bytes: &[u8], old: Option<&Metadata>) -> Result<(), BeneathError> {
-        let tmp = OsString::from(crate::tools::files::temp_name(&self.name.to_string_lossy()));
+        let tmp = OsString::from(super::atomic::temp_name(&self.name.to_string_lossy()));
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        // The content, mode, owner and sync as for any replacement; the folder's sync below is
+        // best effort, as the rename has happened by then.
+        let options =
+            super::atomic::Options::like(old, super::atomic::Durability::SyncedFolderBestEffort);
         let written = (|| {
-            let mut file = File::from(at_open(self.parent.as_fd(), &tmp, flags, 0o600)?);
-            file.write_all(bytes)?;
-            if let Some(old) = old {
-                // Only root may give a file away; for anyone else the owner is already right.
-                let _ = std::os::unix::fs::fchown(&file, Some(old.uid()), Some(old.gid()));
-            }
-            let mode = old.map_or_else(
-                || 0o666 & !crate::tools::files::umask(),
-                |m| m.mode() & 0o7777,
-            );
-            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-            file.sync_all()?;
+            let file = File::from(at_open(self.parent.as_fd(), &tmp, flags, 0o600)?);
+            super::atomic::write_temp(file, options, super::atomic::bytes(bytes))?;
             rename_at(self.parent.as_fd(), &tmp, &self.name)
         })();
         if let Err(e) = written {

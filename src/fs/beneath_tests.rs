@@ -2,6 +2,7 @@
 //! inside still work.
 
 use super::*;
+use std::io::Write as _;
 use std::os::unix::fs::symlink;
 
 /// A workspace and a folder outside it holding a file that must never change.

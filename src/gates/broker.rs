@@ -225,7 +225,7 @@ impl Broker {
         }
         // Debug builds only: die between the acceptance and the advance, as a crash would.
         #[cfg(debug_assertions)]
-        if std::env::var_os("GJC_TEST_ABORT_AFTER_GATE_ACCEPT").is_some() {
+        if crate::settings::get().test_abort_after_gate_accept {
             std::process::abort();
         }
         self.advance(gate_id, &answer, orphan);

@@ -10,15 +10,14 @@
 //! that breaks one of these stays in memory, and the host is told.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::fs::atomic;
 use crate::fs::bounded::{self, Links};
 use crate::protocol::gate::{GateResolution, WorkflowGate};
-use crate::session::store::write::replace_file;
 
 /// The folder of the stores in a session folder.
 const FOLDER: &str = "workflow-gates";
@@ -183,7 +182,7 @@ impl GateStore {
             })?;
         }
         let bytes = serde_json::to_vec_pretty(&self.data).map_err(|e| e.to_string())?;
-        replace_file(path, |out| out.write_all(&bytes)).map_err(|e| {
+        atomic::replace(path, atomic::Options::PRIVATE, atomic::bytes(&bytes)).map_err(|e| {
             format!(
                 "cannot write the workflow gate store {}: {e}",
                 path.display()

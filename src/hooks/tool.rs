@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::{exec, Hook, Hooks};
 use crate::exec::JobOwner;
 use crate::protocol::message::ToolOutput;
-use crate::tools::{Tool, ToolContext};
+use crate::tools::{Outcome, Tool, ToolContext};
 
 const ABORTED: &str = "Tool execution was aborted";
 
@@ -164,17 +164,22 @@ impl Tool for HookedTool {
     }
 
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
+        self.run(args, ctx).output
+    }
+
+    /// The inner tool's outcome, effects included, between the hooks.
+    fn run(&self, args: &Value, ctx: &ToolContext) -> Outcome {
         let args = match self.before(args.clone(), ctx) {
             Ok(a) => a,
-            Err(output) => return output,
+            Err(output) => return output.into(),
         };
         if ctx.is_cancelled() {
-            return ToolOutput::error(ABORTED);
+            return ToolOutput::error(ABORTED).into();
         }
-        let output = self.inner.execute(&args, ctx);
+        let outcome = self.inner.run(&args, ctx);
         if !ctx.is_cancelled() {
-            self.after(&args, &output, ctx);
+            self.after(&args, &outcome.output, ctx);
         }
-        output
+        outcome
     }
 }

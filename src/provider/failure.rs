@@ -11,11 +11,7 @@ use std::time::{Duration, SystemTime};
 pub const DEFAULT_RETRY_AFTER_CAP: Duration = Duration::from_secs(60);
 
 pub fn retry_after_cap() -> Duration {
-    std::env::var("GJC_RETRY_AFTER_MAX_MS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_RETRY_AFTER_CAP)
+    crate::settings::get().retry_after_max
 }
 
 /// How the session should treat a failed HTTP response.

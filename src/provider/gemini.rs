@@ -6,11 +6,35 @@ use serde_json::{json, Value};
 
 use super::builder::MessageBuilder;
 use super::catalog::Model;
-use super::history;
+use super::history::{self, Layout};
 use super::sse::SseEvent;
-use super::wire::{self, same_model, HttpCall, StreamError};
+use super::wire::{self, same_model, HttpCall, StreamError, WireApi};
 use super::ProviderRequest;
 use crate::protocol::message::{AgentMessage, Content, StopReason};
+
+/// Google's Generative Language API (Gemini).
+pub struct Gemini;
+
+impl WireApi for Gemini {
+    fn layout(&self) -> Layout {
+        Layout::Merged {
+            field: "parts",
+            mark_last: false,
+        }
+    }
+
+    fn encode_message(&self, message: &AgentMessage, model: &Model) -> (&'static str, Vec<Value>) {
+        encode_message(message, model)
+    }
+
+    fn request(&self, request: &ProviderRequest) -> HttpCall {
+        self::request(request)
+    }
+
+    fn decoder(&self) -> Box<dyn wire::Decoder> {
+        Box::new(Decoder::default())
+    }
+}
 
 pub fn request(req: &ProviderRequest) -> HttpCall {
     let mut headers: Vec<(String, String)> = req

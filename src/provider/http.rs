@@ -11,8 +11,8 @@ use super::builder::MessageBuilder;
 use super::catalog::price;
 use super::failure::{classify_http, classify_message, requested_wait, retry_after_cap};
 use super::logging::request_line;
-use super::sse::{SseError, SseLimits, SseReader};
-use super::wire::{self, Decoder, StreamError};
+use super::sse::{SseError, SseReader};
+use super::wire::{self, Decoder, StreamError, WireApi};
 use super::{CancelFlag, EventSink, ProviderEvent, ProviderFailure, ProviderRequest};
 use crate::protocol::message::{AssistantMessage, StopReason};
 
@@ -28,6 +28,7 @@ pub fn agent() -> ureq::Agent {
 /// Runs one streamed request. `true` when the stream ended cleanly with its body read to the
 /// end, so that its connection may be used again.
 pub fn run_stream(
+    wire: &dyn WireApi,
     request: &ProviderRequest,
     agent: &ureq::Agent,
     lease: &super::pool::Lease,
@@ -40,7 +41,7 @@ pub fn run_stream(
         &model.provider,
         &model.id,
     ));
-    let (call, decoder) = wire::build(model.api, request);
+    let (call, decoder) = (wire.request(request), wire.decoder());
     let started = Instant::now();
     log::debug!(
         "{}",
@@ -87,7 +88,7 @@ pub fn run_stream(
     };
     let mut reader = SseReader::with_limits(
         BufReader::with_capacity(16 * 1024, body),
-        SseLimits::from_env(),
+        crate::settings::get().sse,
     );
     let Some(message) = stream(
         builder,
@@ -227,7 +228,12 @@ pub fn decode_body(
         &model.provider,
         &model.id,
     ));
-    let (_, mut decoder) = wire::build(model.api, request);
+    let Some(wire) = model.api.wire() else {
+        return Err(StreamError::fatal(
+            "the scripted provider has no response body to decode",
+        ));
+    };
+    let mut decoder = wire.decoder();
     let mut reader = SseReader::new(body);
     let stop = drive(&mut builder, decoder.as_mut(), &mut reader, |b| {
         b.take_pending();

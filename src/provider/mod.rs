@@ -32,7 +32,7 @@ use crossbeam_channel::Sender;
 use serde_json::Value;
 
 use crate::protocol::message::{AgentMessage, AssistantMessage, StreamEvent};
-use catalog::{Api, Model};
+use catalog::Model;
 
 /// Everything one model request needs; built by the session from its state.
 #[derive(Debug, Clone)]
@@ -181,19 +181,21 @@ pub fn start_stream(
     let cancelled = Arc::new(AtomicBool::new(false));
     let cancel = CancelFlag(cancelled.clone());
     let sink = EventSink::new(generation, tx);
-    let lease =
-        (request.model.api != Api::Scripted).then(|| pool::Lease::new(&request.model.base_url));
-    let worker_lease = lease.clone();
+    // A model that speaks a wire API is called over HTTP on a pooled connection; the scripted
+    // provider replays its script.
+    let http =
+        (request.model.api.wire()).map(|wire| (wire, pool::Lease::new(&request.model.base_url)));
+    let lease = http.as_ref().map(|(_, lease)| lease.clone());
     log::debug!(
         "provider request {} for {}/{} (generation {generation})",
         if lease.is_some() { "starts" } else { "replays" },
         request.model.provider,
         request.model.id
     );
-    let spawned = PROVIDER_THREADS.run(move || match worker_lease {
-        Some(lease) => {
+    let spawned = PROVIDER_THREADS.run(move || match http {
+        Some((wire, lease)) => {
             let agent = lease.acquire();
-            let clean = http::run_stream(&request, &agent, &lease, &cancel, &sink);
+            let clean = http::run_stream(wire, &request, &agent, &lease, &cancel, &sink);
             lease.finish(clean);
         }
         None => scripted::run_stream(&request, &cancel, &sink),

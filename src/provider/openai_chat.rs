@@ -8,11 +8,32 @@ use serde_json::{json, Value};
 use super::builder::MessageBuilder;
 use super::catalog::Model;
 use super::compat::ChatCompat;
-use super::history::{self, History};
+use super::history::{self, History, Layout};
 use super::sse::SseEvent;
-use super::wire::{self, same_model, HttpCall, StreamError};
+use super::wire::{self, same_model, HttpCall, StreamError, WireApi};
 use super::ProviderRequest;
 use crate::protocol::message::{AgentMessage, Content, StopReason};
+
+/// The OpenAI Chat Completions API (and the servers compatible with it).
+pub struct OpenAiChat;
+
+impl WireApi for OpenAiChat {
+    fn layout(&self) -> Layout {
+        Layout::Flat
+    }
+
+    fn encode_message(&self, message: &AgentMessage, model: &Model) -> (&'static str, Vec<Value>) {
+        encode_message(message, model)
+    }
+
+    fn request(&self, request: &ProviderRequest) -> HttpCall {
+        self::request(request)
+    }
+
+    fn decoder(&self) -> Box<dyn wire::Decoder> {
+        Box::new(Decoder::default())
+    }
+}
 
 pub fn request(req: &ProviderRequest) -> HttpCall {
     let is_openai = req.model.provider == "openai";

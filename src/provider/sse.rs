@@ -23,24 +23,6 @@ impl Default for SseLimits {
     }
 }
 
-impl SseLimits {
-    /// The defaults, each overridable by `GJC_SSE_MAX_LINE_BYTES` / `GJC_SSE_MAX_EVENT_BYTES`.
-    pub fn from_env() -> SseLimits {
-        let read = |name: &str, default: usize| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .filter(|v| *v > 0)
-                .unwrap_or(default)
-        };
-        let d = SseLimits::default();
-        SseLimits {
-            line: read("GJC_SSE_MAX_LINE_BYTES", d.line),
-            event: read("GJC_SSE_MAX_EVENT_BYTES", d.event),
-        }
-    }
-}
-
 /// Why a stream could not be read.
 #[derive(Debug)]
 pub enum SseError {

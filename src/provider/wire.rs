@@ -7,6 +7,8 @@ use serde_json::Value;
 
 use super::builder::MessageBuilder;
 use super::catalog::Api;
+use super::catalog::Model;
+use super::history::Layout;
 use super::sse::SseEvent;
 use super::{ProviderRequest, ToolSpec};
 use crate::protocol::message::StopReason;
@@ -56,25 +58,34 @@ pub trait Decoder: Send {
     fn on_eof(&mut self, b: &mut MessageBuilder) -> Result<StopReason, StreamError>;
 }
 
-pub fn build(api: Api, request: &ProviderRequest) -> (HttpCall, Box<dyn Decoder>) {
-    match api {
-        Api::AnthropicMessages => (
-            super::anthropic::request(request),
-            Box::new(super::anthropic::Decoder::default()),
-        ),
-        Api::OpenAiCompletions => (
-            super::openai_chat::request(request),
-            Box::new(super::openai_chat::Decoder::default()),
-        ),
-        Api::OpenAiResponses => (
-            super::openai_responses::request(request),
-            Box::new(super::openai_responses::Decoder::default()),
-        ),
-        Api::Google => (
-            super::gemini::request(request),
-            Box::new(super::gemini::Decoder::default()),
-        ),
-        Api::Scripted => unreachable!("the scripted provider makes no HTTP calls"),
+/// One wire API (Anthropic Messages, Chat Completions, Responses, Gemini): how it lays out and
+/// encodes the history, the HTTP request for a completion, and the decoder of its event stream.
+/// Each API module implements it on a unit type; [`Api::wire`] finds the one a model speaks.
+pub trait WireApi: Sync {
+    /// How the encoded messages are laid out in the request's history array.
+    fn layout(&self) -> Layout;
+
+    /// A message (already replayed) as the API's role and array items.
+    fn encode_message(&self, message: &AgentMessage, model: &Model) -> (&'static str, Vec<Value>);
+
+    /// The HTTP request for a streamed completion.
+    fn request(&self, request: &ProviderRequest) -> HttpCall;
+
+    /// A decoder for one response's event stream.
+    fn decoder(&self) -> Box<dyn Decoder>;
+}
+
+impl Api {
+    /// The wire API models of this kind speak; `None` for the scripted provider, which replays a
+    /// script instead of calling a server (and so is given an empty encoded history).
+    pub fn wire(self) -> Option<&'static dyn WireApi> {
+        match self {
+            Api::AnthropicMessages => Some(&super::anthropic::Anthropic),
+            Api::OpenAiCompletions => Some(&super::openai_chat::OpenAiChat),
+            Api::OpenAiResponses => Some(&super::openai_responses::OpenAiResponses),
+            Api::Google => Some(&super::gemini::Gemini),
+            Api::Scripted => None,
+        }
     }
 }
 

@@ -46,9 +46,7 @@ pub fn landlock_abi() -> u32 {
     static ABI: OnceLock<u32> = OnceLock::new();
     *ABI.get_or_init(|| {
         let kernel = kernel_abi();
-        let cap = std::env::var("GJC_LANDLOCK_ABI")
-            .ok()
-            .and_then(|v| v.trim().parse::<u32>().ok());
+        let cap = crate::settings::get().landlock_abi_cap;
         cap.map_or(kernel, |cap| cap.min(kernel))
     })
 }

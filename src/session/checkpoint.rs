@@ -87,7 +87,7 @@ impl SessionLoop {
     /// in memory only (queued steering and follow-ups), or a workflow gate waiting for an answer
     /// (its answer belongs to this process's conversation).
     fn handoff_blocker(&self) -> Option<&'static str> {
-        if self.is_busy() || self.pending_continuation.is_some() {
+        if self.is_busy() {
             Some("a run is in progress")
         } else if self.is_compacting() {
             Some("a compaction is in progress")

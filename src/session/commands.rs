@@ -1,45 +1,45 @@
-//! One small function per command. Each returns the response data or the error; `handle_command`
-//! wraps that into the response frame with the request's `id`.
+//! One small function per command. Each returns the response data or the error, which
+//! `command` wraps into the reply to the request's `id` (`reply.rs`); a few answer with the
+//! reply itself (a response now or later, and what follows it).
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::queue::{InterruptMode, QueueMode};
+use super::reply::{Answer, CommandError, Reply, Then};
 use super::state::clean_session_name;
 use super::{todos, SessionLoop};
 use crate::exec::JobOwner;
 use crate::protocol::command::*;
 use crate::protocol::message::UserMessage;
-use crate::protocol::outbound::{ErrorValue, TypedError};
+use crate::protocol::outbound::TypedError;
 use crate::protocol::reply;
 use crate::protocol::{AgentEvent, Command, Data, Response};
 use crate::provider::catalog::{self, WIRE_THINKING_LEVELS};
 
-/// A command's payload, serialized from its `protocol::reply` type, or its error.
-type Reply = Result<Option<Data>, ErrorValue>;
-
 /// The payload of a typed reply.
-fn data<T: Serialize>(value: &T) -> Reply {
+fn data<T: Serialize>(value: &T) -> Answer {
     serde_json::value::to_raw_value(value)
         .map(|raw| Some(Data::Checked(raw)))
-        .map_err(|e| ErrorValue::from(format!("internal error: {e}")))
+        .map_err(|e| CommandError::Internal(format!("internal error: {e}")))
 }
 
 pub(super) const BUSY: &str = "Agent is already processing. Use steer() or followUp() to queue messages, or wait for completion.";
 
 impl SessionLoop {
-    pub fn handle_command(&mut self, id: Option<Value>, command: Command) {
+    /// What a command answers; `handle_command` sends it and runs the post-command steps.
+    pub(super) fn command(&mut self, id: Option<Value>, command: Command) -> Reply {
         let name = command.name();
-        if self.unattended_refuses(&id, &command) {
-            return;
+        if let Some(refused) = self.unattended_refusal(&id, &command) {
+            return refused;
         }
         let first = matches!(command, Command::GetState(_));
-        let reply = match command {
+        let answer = match command {
             Command::Prompt(p) => return self.prompt(id, p),
             Command::AbortAndPrompt(p) => return self.abort_and_prompt(id, p),
             Command::Bash(b) => return self.user_bash(id, b),
-            Command::Steer(m) => self.queue_message(m, true),
-            Command::FollowUp(m) => self.queue_message(m, false),
+            Command::Steer(m) => return self.queue_message(id, m, true),
+            Command::FollowUp(m) => return self.queue_message(id, m, false),
             Command::Abort(_) => {
                 self.abort_run();
                 Ok(None)
@@ -84,7 +84,10 @@ impl SessionLoop {
                     self.state.queues.interrupt_mode = m;
                     Ok(None)
                 }
-                None => Err(format!("Invalid interrupt mode: {}", p.mode).into()),
+                None => Err(CommandError::Invalid(format!(
+                    "Invalid interrupt mode: {}",
+                    p.mode
+                ))),
             },
             Command::SetAutoCompaction(p) => {
                 self.state.auto_compaction = p.enabled;
@@ -101,9 +104,9 @@ impl SessionLoop {
                     ));
                     let saved = self.state.store.set_title(&n);
                     self.state.name = Some(n);
-                    saved.map(|_| None).map_err(ErrorValue::from)
+                    saved.map(|_| None).map_err(CommandError::Io)
                 }
-                Err(e) => Err(e.into()),
+                Err(e) => Err(CommandError::Invalid(e)),
             },
             Command::SwitchSession(p) => {
                 self.switch_session(std::path::Path::new(&p.session_path), p.cwd)
@@ -114,53 +117,43 @@ impl SessionLoop {
             Command::ExportHtml(p) => self.export_html(p.output_path.as_deref()),
             Command::GetSessionStats(_) => match self.state.stats() {
                 Ok(stats) => data(&stats),
-                Err(e) => Err(e.into()),
+                Err(e) => Err(CommandError::Io(e)),
             },
             Command::GetMessages(_) => return self.get_messages(id),
             Command::GetLastAssistantText(_) => data(&reply::LastAssistantText {
                 text: self.state.last_assistant_text(),
             }),
             Command::GetLoginProviders(_) => data(&self.login_providers()),
-            Command::Login(p) => Err(TypedError {
+            Command::Login(p) => Err(CommandError::Typed(TypedError {
                 code: "not_supported",
                 message: format!(
                     "login {}: interactive login is not available; API keys come from the environment or models.json",
                     p.provider_id
                 ),
-            }
-            .into()),
+            })),
             Command::WorkflowGateResponse(p) => self
                 .workflow_gate_response(p)
                 .and_then(|v| data(&v)),
             Command::GetPendingWorkflowGates(_) => data(&self.pending_workflow_gates()),
             Command::TrustProject(p) => self
                 .trust_project(p.cwd.as_deref(), p.trusted)
-                .map_err(ErrorValue::from)
+                .map_err(CommandError::Invalid)
                 .and_then(|r| data(&r)),
             Command::CheckpointForHandoff(p) => self
                 .checkpoint_for_handoff(p)
-                .map_err(ErrorValue::from)
+                .map_err(CommandError::Typed)
                 .and_then(|r| data(&r)),
             Command::Handoff(p) => return self.handoff(id, p.custom_instructions.as_deref()),
         };
-        let response = match reply {
-            Ok(data) => Response::ok_raw(id, name, data),
-            Err(e) => Response::err(id, name, e),
-        };
-        if first {
-            self.respond_first(response);
-        } else {
-            self.respond(response);
-        }
-        self.sync_workflow();
-        if let Some(first) = self.pending_continuation.take() {
-            self.start_run(first);
+        match first {
+            true => Reply::first(super::reply::response(id, name, answer)),
+            false => Reply::answer(id, name, answer),
         }
     }
 
     /// Starts a run, or queues the message while one streams (with `streamingBehavior`). Failures
     /// known at once (busy, no model, no key) are the only response; otherwise the ack comes first.
-    fn prompt(&mut self, id: Option<Value>, p: PromptParams) {
+    fn prompt(&mut self, id: Option<Value>, p: PromptParams) -> Reply {
         let text = if self.is_busy() {
             p.message.clone()
         } else {
@@ -171,15 +164,15 @@ impl SessionLoop {
             let queue = match p.streaming_behavior {
                 Some(StreamingBehavior::Steer) => &mut self.state.queues.steering,
                 Some(StreamingBehavior::FollowUp) => &mut self.state.queues.follow_up,
-                None => return self.respond(Response::err(id, "prompt", BUSY)),
+                None => return Reply::now(Response::err(id, "prompt", BUSY)),
             };
             queue.push_back(message);
-            return self.respond(Response::done(id, "prompt"));
+            return Reply::now(Response::done(id, "prompt"));
         }
-        self.start_prompt(id, "prompt", message);
+        self.start_prompt(id, "prompt", message)
     }
 
-    fn abort_and_prompt(&mut self, id: Option<Value>, p: MessageParams) {
+    fn abort_and_prompt(&mut self, id: Option<Value>, p: MessageParams) -> Reply {
         if self.is_busy() {
             self.abort_run();
         }
@@ -187,31 +180,34 @@ impl SessionLoop {
             id,
             "abort_and_prompt",
             UserMessage::new(&p.message, &p.images),
-        );
+        )
     }
 
-    fn start_prompt(&mut self, id: Option<Value>, command: &str, message: UserMessage) {
+    /// The response comes first, then the run (`Then::Prompt`).
+    fn start_prompt(
+        &mut self,
+        id: Option<Value>,
+        command: &'static str,
+        message: UserMessage,
+    ) -> Reply {
         if let Err(e) = self.state.credentials() {
-            return self.respond(Response::err(id, command, e));
+            return Reply::answer(id, command, Err(CommandError::Credentials(e)));
         }
         // A session that cannot be written is refused before the run, not discovered in it.
         if self.state.store.is_persistent() && !self.state.store.is_on_disk() {
             if let Err(e) = self.state.store.ensure_on_disk() {
-                return self.respond(Response::err(
-                    id,
-                    command,
-                    format!("Cannot save the session: {e}"),
-                ));
+                let e = CommandError::Io(format!("Cannot save the session: {e}"));
+                return Reply::answer(id, command, Err(e));
             }
             self.write_selection();
         }
-        self.respond(Response::done(id, command));
-        self.start_prompt_run(vec![message], command);
+        Reply::now(Response::done(id, command)).then(Then::Prompt(vec![message], command))
     }
 
     /// `steer` / `follow_up`. While idle after an assistant reply, the message starts a run at
     /// once (a continuation); in a fresh session it waits for the next prompt.
-    fn queue_message(&mut self, m: MessageParams, steer: bool) -> Reply {
+    fn queue_message(&mut self, id: Option<Value>, m: MessageParams, steer: bool) -> Reply {
+        let command = if steer { "steer" } else { "follow_up" };
         let message = UserMessage::new(&m.message, &m.images);
         if steer {
             self.state.queues.steering.push_back(message);
@@ -229,40 +225,35 @@ impl SessionLoop {
             } else {
                 self.state.queues.poll_follow_up()
             };
-            self.respond_later_then_run(first);
+            // The response to the queuing command precedes the run's events.
+            return Reply::answer(id, command, Ok(None)).then(Then::Continue(first));
         }
-        Ok(None)
-    }
-
-    /// The response to the queuing command must precede the run's events; `handle_command`
-    /// responds after this returns, so the run starts on a zero-delay self-message instead.
-    fn respond_later_then_run(&mut self, first: Vec<UserMessage>) {
-        self.pending_continuation = Some(first);
+        Reply::answer(id, command, Ok(None))
     }
 
     /// Serializes the context straight into the response, without an intermediate JSON tree;
     /// messages still in the session file are copied from it as they are.
-    fn get_messages(&mut self, id: Option<Value>) {
+    fn get_messages(&mut self, id: Option<Value>) -> Reply {
         let response = match self.state.messages.to_json() {
             Ok(data) => Response::ok_raw(id, "get_messages", Some(data)),
-            Err(e) => Response::err(id, "get_messages", e),
+            Err(e) => Response::err(id, "get_messages", CommandError::Io(e)),
         };
-        self.respond(response);
         crate::memory::release_free_pages();
+        Reply::now(response)
     }
 
     /// `compact`: aborts a run, then summarises; the response comes when the summary is written.
-    fn compact(&mut self, id: Option<Value>, custom: Option<&str>) {
+    fn compact(&mut self, id: Option<Value>, custom: Option<&str>) -> Reply {
         if self.is_busy() {
             self.abort_run();
         }
-        if let Err(e) = self.start_compaction(super::compaction::Origin::Manual(id.clone()), custom)
-        {
-            self.respond(Response::err(id, "compact", e));
+        match self.start_compaction(super::compaction::Origin::Manual(id.clone()), custom) {
+            Ok(()) => Reply::later(),
+            Err(e) => Reply::answer(id, "compact", Err(e)),
         }
     }
 
-    fn new_session(&mut self, parent: Option<&str>, cwd: Option<String>) -> Reply {
+    fn new_session(&mut self, parent: Option<&str>, cwd: Option<String>) -> Answer {
         let cwd = project_cwd(cwd)?;
         self.abort_run();
         self.state.store.sync();
@@ -310,10 +301,10 @@ impl SessionLoop {
     }
 
     /// Opens another session file. A missing or corrupt file leaves the current session as it was.
-    fn switch_session(&mut self, path: &std::path::Path, cwd: Option<String>) -> Reply {
+    fn switch_session(&mut self, path: &std::path::Path, cwd: Option<String>) -> Answer {
         let cwd = project_cwd(cwd)?;
-        let mut loaded = super::store::load(path).map_err(ErrorValue::from)?;
-        let store = super::store::Store::open(path, &mut loaded).map_err(ErrorValue::from)?;
+        let mut loaded = super::store::load(path).map_err(CommandError::Io)?;
+        let store = super::store::Store::open(path, &mut loaded).map_err(CommandError::Io)?;
         self.abort_run();
         self.state.store.sync();
         if let Some(cwd) = cwd {
@@ -346,9 +337,11 @@ impl SessionLoop {
         })
     }
 
-    fn branch(&mut self, entry_id: &str) -> Reply {
+    fn branch(&mut self, entry_id: &str) -> Answer {
         let Some(path) = self.state.store.path().map(std::path::Path::to_path_buf) else {
-            return Err("Invalid entry ID for branching".into());
+            return Err(CommandError::Invalid(
+                "Invalid entry ID for branching".into(),
+            ));
         };
         self.state.store.sync();
         let new_id = crate::ids::uuid_v7();
@@ -359,7 +352,7 @@ impl SessionLoop {
             &new_id,
             &self.state.cwd,
         )
-        .map_err(ErrorValue::from)?;
+        .map_err(CommandError::Io)?;
         self.switch_session(&new_path, None)?;
         // Editors put the branched message back into their input box.
         self.send(crate::protocol::Outbound::Show(
@@ -371,7 +364,7 @@ impl SessionLoop {
         })
     }
 
-    fn branch_messages(&mut self) -> Reply {
+    fn branch_messages(&mut self) -> Answer {
         let Some(path) = self
             .state
             .store
@@ -383,7 +376,7 @@ impl SessionLoop {
             });
         };
         let messages = super::store::user_messages(path)
-            .map_err(ErrorValue::from)?
+            .map_err(CommandError::Io)?
             .into_iter()
             .map(|(entry_id, text)| reply::BranchMessage { entry_id, text })
             .collect();
@@ -391,9 +384,11 @@ impl SessionLoop {
     }
 
     /// Writes the HTML page; by default next to the session file.
-    fn export_html(&mut self, output: Option<&str>) -> Reply {
+    fn export_html(&mut self, output: Option<&str>) -> Answer {
         let Some(session_path) = self.state.store.path() else {
-            return Err("Cannot export in-memory session to HTML".into());
+            return Err(CommandError::Refused(
+                "Cannot export in-memory session to HTML".into(),
+            ));
         };
         let target = match output {
             Some(p) => crate::tools::paths::resolve(&self.state.cwd, p),
@@ -404,23 +399,23 @@ impl SessionLoop {
             .name
             .clone()
             .unwrap_or_else(|| format!("gjc session {}", self.state.id));
-        let messages = self.state.messages.parsed().map_err(ErrorValue::from)?;
+        let messages = self.state.messages.parsed().map_err(CommandError::Io)?;
         let html = crate::export_html::render(&title, &self.state.id, messages);
         if let Some(dir) = target.parent() {
             std::fs::create_dir_all(dir)
-                .map_err(|e| ErrorValue::from(format!("cannot create {}: {e}", dir.display())))?;
+                .map_err(|e| CommandError::Io(format!("cannot create {}: {e}", dir.display())))?;
         }
         let written = std::fs::write(&target, html);
         crate::memory::release_free_pages();
-        written.map_err(|e| ErrorValue::from(format!("cannot write {}: {e}", target.display())))?;
+        written.map_err(|e| CommandError::Io(format!("cannot write {}: {e}", target.display())))?;
         data(&reply::Exported {
             path: target.display().to_string(),
         })
     }
 
-    fn set_todos(&mut self, phases: &[Value]) -> Reply {
+    fn set_todos(&mut self, phases: &[Value]) -> Answer {
         let phases = todos::normalize(phases)
-            .map_err(|e| ErrorValue::from(format!("Invalid todo phases: {e}")))?;
+            .map_err(|e| CommandError::Invalid(format!("Invalid todo phases: {e}")))?;
         self.state.todos = phases;
         self.show_todos();
         data(&reply::TodoPhases {
@@ -428,16 +423,17 @@ impl SessionLoop {
         })
     }
 
-    fn set_host_tools(&mut self, defs: &[HostToolDefinition]) -> Reply {
+    fn set_host_tools(&mut self, defs: &[HostToolDefinition]) -> Answer {
         let builtin = crate::tools::builtin_names();
         let builtin: Vec<&str> = builtin.iter().map(String::as_str).collect();
-        let validated = crate::host::tools::validate(defs, &builtin).map_err(ErrorValue::from)?;
+        let validated =
+            crate::host::tools::validate(defs, &builtin).map_err(CommandError::Invalid)?;
         let names: Vec<String> = validated.iter().map(|(d, _)| d.name.clone()).collect();
         let tools = validated
             .into_iter()
             .map(|(def, validator)| {
                 let tool: std::sync::Arc<dyn crate::tools::Tool> =
-                    crate::host::tools::HostTool::new(def, self.host.clone());
+                    crate::tools::host_tool::HostTool::new(def, self.host.clone());
                 (tool, validator)
             })
             .collect();
@@ -445,8 +441,8 @@ impl SessionLoop {
         data(&reply::ToolNames { tool_names: names })
     }
 
-    fn set_host_uri_schemes(&mut self, defs: &[HostUriSchemeDefinition]) -> Reply {
-        let schemes = crate::host::uri::normalize(defs).map_err(ErrorValue::from)?;
+    fn set_host_uri_schemes(&mut self, defs: &[HostUriSchemeDefinition]) -> Answer {
+        let schemes = crate::host::uri::normalize(defs).map_err(CommandError::Invalid)?;
         let names: Vec<String> = schemes.iter().map(|s| s.scheme.clone()).collect();
         self.state.schemes = std::sync::Arc::new(schemes);
         data(&reply::Schemes { schemes: names })
@@ -457,19 +453,22 @@ impl SessionLoop {
         let (accepted, unsupported): (Vec<Value>, Vec<Value>) = items
             .into_iter()
             .partition(|c| c.as_str() == Some("compact_message_update"));
-        self.compact_updates = !accepted.is_empty();
+        self.outbox.set_compact(!accepted.is_empty());
         reply::Capabilities {
             accepted_capabilities: accepted,
             unsupported,
         }
     }
 
-    fn set_model(&mut self, provider: &str, model_id: &str) -> Reply {
-        let model = self.state.catalog.resolve(provider, model_id)?;
-        self.state
+    fn set_model(&mut self, provider: &str, model_id: &str) -> Answer {
+        let model = self
+            .state
             .catalog
-            .api_key(provider)
-            .map_err(|_| ErrorValue::from(format!("No API key for {provider}/{model_id}")))?;
+            .resolve(provider, model_id)
+            .map_err(CommandError::Invalid)?;
+        self.state.catalog.api_key(provider).map_err(|_| {
+            CommandError::Credentials(format!("No API key for {provider}/{model_id}"))
+        })?;
         self.switch_model(model.clone());
         // The model object itself is the payload.
         data(&model.info())
@@ -484,7 +483,7 @@ impl SessionLoop {
     }
 
     /// The next available model (the current one when it is the only one).
-    fn cycle_model(&mut self) -> Reply {
+    fn cycle_model(&mut self) -> Answer {
         let available: Vec<catalog::Model> = self
             .state
             .catalog
@@ -493,7 +492,9 @@ impl SessionLoop {
             .cloned()
             .collect();
         if available.is_empty() {
-            return Err("No models available: set a provider's API key or add models.json".into());
+            return Err(CommandError::Refused(
+                "No models available: set a provider's API key or add models.json".into(),
+            ));
         }
         let current = self.state.model.as_ref().and_then(|m| {
             available
@@ -509,13 +510,12 @@ impl SessionLoop {
         })
     }
 
-    fn set_thinking_level(&mut self, level: &str) -> Reply {
+    fn set_thinking_level(&mut self, level: &str) -> Answer {
         if !WIRE_THINKING_LEVELS.contains(&level) {
-            return Err(format!(
+            return Err(CommandError::Invalid(format!(
                 "Invalid thinking level: {level} (one of {})",
                 WIRE_THINKING_LEVELS.join(", ")
-            )
-            .into());
+            )));
         }
         self.apply_thinking(level);
         Ok(None)
@@ -533,7 +533,7 @@ impl SessionLoop {
     }
 
     /// `{level}` after the step; no payload for a model without thinking levels.
-    fn cycle_thinking_level(&mut self) -> Reply {
+    fn cycle_thinking_level(&mut self) -> Answer {
         let Some(model) = &self.state.model else {
             return Ok(None);
         };
@@ -570,12 +570,13 @@ impl SessionLoop {
 }
 
 /// A session command's `cwd`, checked before anything changes.
-fn project_cwd(cwd: Option<String>) -> Result<Option<std::path::PathBuf>, ErrorValue> {
+fn project_cwd(cwd: Option<String>) -> Result<Option<std::path::PathBuf>, CommandError> {
     cwd.map(|c| super::project::resolve_cwd(std::path::Path::new(&c)))
         .transpose()
-        .map_err(ErrorValue::from)
+        .map_err(CommandError::Invalid)
 }
 
-fn parse_mode(mode: &str, what: &str) -> Result<QueueMode, ErrorValue> {
-    QueueMode::parse(mode).ok_or_else(|| format!("Invalid {what} mode: {mode}").into())
+fn parse_mode(mode: &str, what: &str) -> Result<QueueMode, CommandError> {
+    QueueMode::parse(mode)
+        .ok_or_else(|| CommandError::Invalid(format!("Invalid {what} mode: {mode}")))
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::reply::CommandError::{self, Credentials, Io, Refused};
 use super::run::Phase;
 use super::SessionLoop;
 use crate::protocol::message::{
@@ -25,10 +26,7 @@ use crate::provider::{self, ProviderEvent, ProviderMsg, ProviderRequest, StreamH
 
 /// Tokens kept verbatim after the summary (`GJC_COMPACT_KEEP_TOKENS`).
 fn keep_tokens() -> u64 {
-    std::env::var("GJC_COMPACT_KEEP_TOKENS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000)
+    crate::settings::get().compact_keep_tokens
 }
 
 /// Room left free for the next reply before automatic compaction starts.
@@ -65,6 +63,30 @@ pub struct Compaction {
     cut: usize,
     tokens_before: u64,
     origin: Origin,
+}
+
+impl Compaction {
+    /// The summary (or handoff document) in the finished reply; a reply without text is a
+    /// failure.
+    fn summary_of(&self, message: &AssistantMessage) -> Result<String, String> {
+        let summary = message.text();
+        if !summary.trim().is_empty() {
+            return Ok(summary);
+        }
+        Err(match self.origin.is_handoff() {
+            true => NO_CONTENT.into(),
+            false => "Summarization failed: the model returned no text".into(),
+        })
+    }
+
+    /// The request failed with `error`.
+    fn failure(&self, error: &str) -> Result<String, String> {
+        let what = match self.origin.is_handoff() {
+            true => "Handoff failed",
+            false => "Summarization failed",
+        };
+        Err(format!("{what}: {error}"))
+    }
 }
 
 /// Where the kept part starts: the earliest user message from which the rest fits in `keep`
@@ -180,22 +202,28 @@ impl SessionLoop {
     }
 
     /// Starts summarising; the outcome arrives as provider events of a stream of its own.
-    pub fn start_compaction(&mut self, origin: Origin, custom: Option<&str>) -> Result<(), String> {
+    pub fn start_compaction(
+        &mut self,
+        origin: Origin,
+        custom: Option<&str>,
+    ) -> Result<(), CommandError> {
         if self.compaction.is_some() {
-            return Err("Compaction already in progress".into());
+            return Err(Refused("Compaction already in progress".into()));
         }
         if self.state.store.last_kind.as_deref() == Some("compaction") {
-            return Err("Already compacted".into());
+            return Err(Refused("Already compacted".into()));
         }
-        let (model, api_key) = self.state.credentials()?;
-        let cut = cut_point(self.state.messages.parsed()?, keep_tokens())
-            .ok_or("Nothing to compact (session too small)")?;
+        let (model, api_key) = self.state.credentials().map_err(Credentials)?;
+        let messages = self.state.messages.parsed().map_err(Io)?;
+        let cut = cut_point(messages, keep_tokens())
+            .ok_or_else(|| Refused("Nothing to compact (session too small)".into()))?;
         let tokens_before = self
             .state
             .context_usage()
             .and_then(|u| u.tokens)
             .unwrap_or(0);
-        let prompt = summary_prompt(&self.state.messages.parsed()?[..cut], custom);
+        let messages = self.state.messages.parsed().map_err(Io)?;
+        let prompt = summary_prompt(&messages[..cut], custom);
         self.before_compact_hooks(match origin {
             Origin::Manual(_) | Origin::Handoff(_) => "manual",
             Origin::Threshold | Origin::AutoHandoff => "threshold",
@@ -212,7 +240,7 @@ impl SessionLoop {
                 action: "context-full",
             });
             if let Some(run) = &mut self.run {
-                run.phase = Phase::Compacting;
+                run.enter(Phase::Compacting);
             }
         }
         self.launch_summary(
@@ -264,10 +292,6 @@ impl SessionLoop {
 
     /// Provider events of the compaction stream.
     pub fn on_compaction(&mut self, msg: ProviderMsg) {
-        let handoff = self
-            .compaction
-            .as_ref()
-            .is_some_and(|c| c.origin.is_handoff());
         let Some(c) = &mut self.compaction else {
             return;
         };
@@ -277,26 +301,15 @@ impl SessionLoop {
             // A summary is a model request too: its usage counts against an unattended budget.
             ProviderEvent::Done(message) if self.unattended_commit(&message) => {}
             ProviderEvent::Done(message) => {
-                let summary = message.text();
-                if summary.trim().is_empty() {
-                    let e = if handoff {
-                        NO_CONTENT
-                    } else {
-                        "Summarization failed: the model returned no text"
-                    };
-                    self.finish_compaction(Err(e.into()));
-                } else {
-                    self.finish_compaction(Ok(summary));
+                if let Some(outcome) = self.compaction.as_ref().map(|c| c.summary_of(&message)) {
+                    self.finish_compaction(outcome);
                 }
             }
             ProviderEvent::Failed(f) => {
-                let e = f.message.error_message.unwrap_or_default();
-                let what = if handoff {
-                    "Handoff failed"
-                } else {
-                    "Summarization failed"
-                };
-                self.finish_compaction(Err(format!("{what}: {e}")));
+                let error = f.message.error_message.unwrap_or_default();
+                if let Some(outcome) = self.compaction.as_ref().map(|c| c.failure(&error)) {
+                    self.finish_compaction(outcome);
+                }
             }
         }
     }

@@ -5,13 +5,13 @@
 
 use serde_json::{json, Value};
 
+use super::reply::CommandError;
 use super::SessionLoop;
 use crate::control::AuditEvent;
 use crate::gates::{Broker, GateRequest, OpenWhat, Opened, Waiter};
 use crate::protocol::command::WorkflowGateResponseParams;
 use crate::protocol::gate::{PendingGates, WorkflowGate};
 use crate::protocol::message::{AgentMessage, UserMessage};
-use crate::protocol::outbound::ErrorValue;
 use crate::protocol::{AgentEvent, FlatFrame, Outbound};
 use crate::workflow::{self, StageState};
 
@@ -150,7 +150,7 @@ impl SessionLoop {
     pub(super) fn workflow_gate_response(
         &mut self,
         p: WorkflowGateResponseParams,
-    ) -> Result<Value, ErrorValue> {
+    ) -> Result<Value, CommandError> {
         let mut broker = self.take_broker();
         let gate = broker.gate(&p.gate_id).cloned();
         let was_accepted = broker.is_accepted(&p.gate_id);
@@ -186,11 +186,11 @@ impl SessionLoop {
                 self.unattended.audit(ev, &sid);
             }
         }
-        let resolution = result.map_err(ErrorValue::from)?;
+        let resolution = result?;
         if let (Some(g), "accepted", false) = (gate, resolution.status.as_str(), was_accepted) {
             self.apply_answer(&g.stage, &g.kind, &p.answer);
         }
-        serde_json::to_value(&resolution).map_err(|e| ErrorValue::from(e.to_string()))
+        serde_json::to_value(&resolution).map_err(|e| CommandError::Internal(e.to_string()))
     }
 
     pub(super) fn pending_workflow_gates(&mut self) -> PendingGates {
@@ -278,7 +278,7 @@ impl SessionLoop {
         let tool = if stage == "deep-interview" {
             "ask"
         } else {
-            workflow::tool::NAME
+            workflow::GATE_TOOL
         };
         self.state.tools.ensure_builtin(tool);
         self.state.workflow.denied = None;

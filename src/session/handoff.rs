@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::compaction::{transcript_prompt, Origin, NO_CONTENT};
+use super::reply::{CommandError, Reply};
 use super::run::Phase;
 use super::store::Store;
 use super::SessionLoop;
@@ -34,29 +35,35 @@ fn document_path(session_file: &Path) -> PathBuf {
 
 impl SessionLoop {
     /// Starts writing the document; the response comes from `finish_handoff` or the abort.
-    pub(super) fn handoff(&mut self, id: Option<Value>, custom: Option<&str>) {
-        if let Err(e) = self.start_handoff(id.clone(), custom) {
-            self.respond(Response::err(id, "handoff", e));
+    pub(super) fn handoff(&mut self, id: Option<Value>, custom: Option<&str>) -> Reply {
+        match self.start_handoff(id.clone(), custom) {
+            Ok(()) => Reply::later(),
+            Err(e) => Reply::answer(id, "handoff", Err(e)),
         }
     }
 
-    fn start_handoff(&mut self, id: Option<Value>, custom: Option<&str>) -> Result<(), String> {
+    fn start_handoff(
+        &mut self,
+        id: Option<Value>,
+        custom: Option<&str>,
+    ) -> Result<(), CommandError> {
+        use CommandError::{Credentials, Io, Refused};
         // The reference refuses while a response streams: the document would miss its end.
         if self.is_busy() {
-            return Err(super::commands::BUSY.into());
+            return Err(Refused(super::commands::BUSY.into()));
         }
         if self.is_compacting() {
-            return Err("Compaction already in progress".into());
+            return Err(Refused("Compaction already in progress".into()));
         }
-        let messages = self.state.messages.parsed()?;
+        let messages = self.state.messages.parsed().map_err(Io)?;
         if messages.len() < 2 {
-            return Err("Nothing to hand off (no messages yet)".into());
+            return Err(Refused("Nothing to hand off (no messages yet)".into()));
         }
         let prompt = transcript_prompt(messages, INSTRUCTIONS, custom);
         if self.state.model.is_none() {
-            return Err("No model selected for handoff".into());
+            return Err(Credentials("No model selected for handoff".into()));
         }
-        let credentials = self.state.credentials()?;
+        let credentials = self.state.credentials().map_err(Credentials)?;
         self.launch_summary(
             credentials,
             SYSTEM,
@@ -174,7 +181,7 @@ impl SessionLoop {
             action: "handoff",
         });
         if let Some(run) = &mut self.run {
-            run.phase = Phase::Compacting;
+            run.enter(Phase::Compacting);
         }
         self.launch_summary(
             credentials,
@@ -210,7 +217,7 @@ impl SessionLoop {
 
 /// `GJC_COMPACTION_STRATEGY`: `handoff`, or `context-full` (the default; anything else too).
 fn strategy_is_handoff() -> bool {
-    std::env::var("GJC_COMPACTION_STRATEGY").is_ok_and(|v| v == "handoff")
+    crate::settings::get().compaction_strategy == crate::settings::CompactionStrategy::Handoff
 }
 
 #[cfg(test)]

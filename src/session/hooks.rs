@@ -38,7 +38,7 @@ impl SessionLoop {
             &self.state.cwd,
             self.state.project_trusted,
             self.bash.clone(),
-            self.ch.out.clone(),
+            self.outbox.lane(),
         )
     }
 
@@ -69,15 +69,15 @@ impl SessionLoop {
         let (text, images) = prompt::describe(&prompt);
         let extra = json!({ "command": command, "message": text, "imageCount": images });
         let payload = self.hook_payload(prompt::EVENT, extra);
-        let done = self.prompt_hooks.0.clone();
+        let done = self.side.prompt_hook_reporter();
         self.flush_out();
         match prompt::start(&hooks, payload, generation, done) {
             Ok(pending) => {
                 if let Some(run) = &mut self.run {
-                    run.phase = Phase::BeforePrompt {
+                    run.enter(Phase::BeforePrompt {
                         prompt,
                         hooks: pending,
-                    };
+                    });
                 }
             }
             Err(e) => {
@@ -92,11 +92,10 @@ impl SessionLoop {
     /// context they added after the prompt. Reports for an aborted run are dropped.
     pub(super) fn on_prompt_hooks(&mut self, done: PromptHookDone) {
         let Some(run) = &mut self.run else { return };
-        if run.generation != done.generation || !matches!(run.phase, Phase::BeforePrompt { .. }) {
+        if run.generation != done.generation || !matches!(run.phase(), Phase::BeforePrompt { .. }) {
             return;
         }
-        let Phase::BeforePrompt { mut prompt, .. } = std::mem::replace(&mut run.phase, Phase::Idle)
-        else {
+        let Phase::BeforePrompt { mut prompt, .. } = run.leave() else {
             return;
         };
         prompt.extend(done.contexts.iter().map(|c| prompt::context_message(c)));

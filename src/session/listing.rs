@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::reply::Reply;
 use super::SessionLoop;
 use crate::protocol::{reply, Response};
 
@@ -22,10 +23,10 @@ pub struct Listed {
 const AT_SHUTDOWN: Duration = Duration::from_secs(2);
 
 impl SessionLoop {
-    pub(super) fn list_sessions(&mut self, id: Option<Value>, all: bool) {
+    pub(super) fn list_sessions(&mut self, id: Option<Value>, all: bool) -> Reply {
         let root: PathBuf = self.state.sessions_root.clone();
         let dir: PathBuf = self.state.session_dir.clone();
-        let done = self.listed.0.clone();
+        let done = self.side.listing_reporter();
         let request = id.clone();
         let spawned = std::thread::Builder::new()
             .name("gjc-list".into())
@@ -37,8 +38,11 @@ impl SessionLoop {
                 });
             });
         match spawned {
-            Ok(_) => self.listings += 1,
-            Err(e) => self.respond(Response::err(
+            Ok(_) => {
+                self.side.listing_started();
+                Reply::later()
+            }
+            Err(e) => Reply::now(Response::err(
                 id,
                 "list_sessions",
                 format!("cannot list sessions: {e}"),
@@ -47,7 +51,7 @@ impl SessionLoop {
     }
 
     pub(super) fn on_listed(&mut self, listed: Listed) {
-        self.listings = self.listings.saturating_sub(1);
+        self.side.listing_done();
         let sessions = reply::Sessions {
             sessions: listed.sessions,
         };
@@ -58,18 +62,16 @@ impl SessionLoop {
     /// comes soon, else an error.
     pub(super) fn answer_listings(&mut self) {
         let deadline = std::time::Instant::now() + AT_SHUTDOWN;
-        while self.listings > 0 {
+        while self.side.listings_running() > 0 {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.listed.1.recv_timeout(left) {
-                Ok(listed) => self.on_listed(listed),
-                Err(_) => break,
+            match self.side.next_listing(left) {
+                Some(listed) => self.on_listed(listed),
+                None => break,
             }
         }
-        if self.listings > 0 {
-            log::warn!(
-                "{} session listings still running at shutdown",
-                self.listings
-            );
+        let running = self.side.listings_running();
+        if running > 0 {
+            log::warn!("{running} session listings still running at shutdown");
         }
     }
 }

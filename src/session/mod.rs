@@ -7,8 +7,12 @@
 //! (in the order they were read), then work events (provider, tools, user bash, timers).
 //!
 //! Output never blocks it either (`crate::output`): while the host is not reading stdout, the
-//! loop stops taking commands (the control lane still works) and merges streamed deltas into one
-//! held `message_update` until the writer catches up.
+//! loop stops taking commands (the control lane still works) and its outbox (`outbox.rs`) merges
+//! streamed deltas into one held `message_update` until the writer catches up.
+//!
+//! The session's parts own their state: the run its phase (`run/phase.rs`), the outbox the
+//! output lane, the side workers their lanes (`side.rs`); a command answers with a value
+//! (`reply.rs`) that the loop sends before the post-command steps.
 
 pub mod checkpoint;
 pub mod commands;
@@ -19,12 +23,15 @@ mod handoff;
 pub mod hooks;
 pub mod listing;
 pub mod models;
+mod outbox;
 pub mod project;
 pub mod queue;
+mod reply;
 pub mod retry;
 pub mod run;
 mod sandbox;
 pub mod scan;
+mod side;
 pub mod state;
 pub mod store;
 pub mod stream;
@@ -47,7 +54,9 @@ use crate::protocol::message::StreamEvent;
 use crate::protocol::{AgentEvent, Command, Outbound, Response};
 use crate::provider::ProviderMsg;
 use crate::tools::ToolMsg;
+use outbox::Outbox;
 use run::Run;
+use side::SideDone;
 use state::Session;
 
 /// The control lane: overtakes every queued command.
@@ -99,54 +108,68 @@ pub struct Channels {
     pub host_answers: Receiver<HostReply>,
 }
 
+/// `Channels` without the output lane (the outbox owns that).
+struct Lanes {
+    control: Receiver<ControlFrame>,
+    commands: Receiver<CommandFrame>,
+    taken: crate::room::Taken,
+    provider_tx: Sender<ProviderMsg>,
+    provider: Receiver<ProviderMsg>,
+    tool_tx: Sender<ToolMsg>,
+    tool: Receiver<ToolMsg>,
+    bash_tx: Sender<BashEvent>,
+    bash_events: Receiver<BashEvent>,
+    /// Kept so the lane stays open after the reader has gone.
+    _host_answers_tx: Sender<HostReply>,
+    host_answers: Receiver<HostReply>,
+}
+
+impl Lanes {
+    /// Splits the output lane off for the outbox.
+    fn split(ch: Channels, compact_updates: bool) -> (Lanes, Outbox) {
+        let lanes = Lanes {
+            control: ch.control,
+            commands: ch.commands,
+            taken: ch.taken,
+            provider_tx: ch.provider_tx,
+            provider: ch.provider,
+            tool_tx: ch.tool_tx,
+            tool: ch.tool,
+            bash_tx: ch.bash_tx,
+            bash_events: ch.bash_events,
+            _host_answers_tx: ch.host_answers_tx,
+            host_answers: ch.host_answers,
+        };
+        (lanes, Outbox::new(ch.out, ch.out_drained, compact_updates))
+    }
+}
+
 pub struct SessionLoop {
-    pub state: Session,
-    pub run: Option<Run>,
-    ch: Channels,
-    pub bash: BashHandle,
-    pub host: HostHandle,
+    state: Session,
+    run: Option<Run>,
+    ch: Lanes,
+    /// Every frame the session sends goes through it.
+    outbox: Outbox,
+    bash: BashHandle,
+    host: HostHandle,
     /// Run generations: events of an abandoned run or stream are recognised and dropped.
     next_generation: u64,
     /// The `id` and command text of the user `bash` command in flight, if any.
-    pub user_bash: Option<(Option<Value>, String)>,
-    /// Compact `message_update` frames (`set_capabilities` / `--compact-updates`).
-    pub compact_updates: bool,
+    user_bash: Option<(Option<Value>, String)>,
     /// Applied to every tool call as it starts.
-    pub tool_policy: crate::tools::guard::ToolPolicy,
-    /// A run to start right after the current command's response (a queued message continuing
-    /// an idle session).
-    pub pending_continuation: Option<Vec<crate::protocol::message::UserMessage>>,
+    tool_policy: crate::tools::guard::ToolPolicy,
     /// A summary being written (manual or automatic compaction).
-    pub compaction: Option<compaction::Compaction>,
+    compaction: Option<compaction::Compaction>,
     /// The hooks loaded at start (`hooks.rs`); `None` until then.
-    pub hooks: Option<std::sync::Arc<crate::hooks::Hooks>>,
-    /// `before_prompt` hooks report here when they are done.
-    prompt_hooks: (
-        Sender<crate::hooks::prompt::PromptHookDone>,
-        Receiver<crate::hooks::prompt::PromptHookDone>,
-    ),
-    /// Model discovery reports here (`models.rs`), and the `get_available_models` requests that
-    /// wait for it.
-    discovered: (Sender<models::Discovered>, Receiver<models::Discovered>),
-    /// `list_sessions` answers from `gjc-list` threads, and how many are still running.
-    listed: (Sender<listing::Listed>, Receiver<listing::Listed>),
-    listings: usize,
-    models_waiting: Vec<Option<Value>>,
+    hooks: Option<std::sync::Arc<crate::hooks::Hooks>>,
+    /// Prompt hooks, model discovery and session listings running on threads of their own.
+    side: side::SideWorkers,
     /// This process's record in the session registry.
     registry: crate::registry::Registry,
     /// The unattended control plane, consulted before commands and tool calls.
-    pub unattended: crate::control::Plane,
+    unattended: crate::control::Plane,
     /// The kernel sandbox commands run in (`sandbox.rs`).
     sandbox: crate::sandbox::Sandbox,
-    /// Deltas merged while the output lane is backed up, not yet queued.
-    held: Option<StreamEvent>,
-    /// About how large the streamed message's snapshot is, to count update frames by the bytes
-    /// the writer will write for them.
-    snapshot_bytes: usize,
-    /// Frames of the event being handled, with their costs, queued together when it is done
-    /// (`flush_out`): queued one by one, each woke the writer for one frame and one write.
-    outbox: Vec<(Outbound, usize)>,
-    closing: bool,
 }
 
 enum Event {
@@ -159,9 +182,7 @@ enum Event {
     Bash(BashEvent),
     Timer,
     OutputDrained,
-    PromptHook(crate::hooks::prompt::PromptHookDone),
-    Discovered(models::Discovered),
-    Listed(listing::Listed),
+    Side(side::SideDone),
 }
 
 impl SessionLoop {
@@ -175,7 +196,9 @@ impl SessionLoop {
         sandbox: crate::sandbox::Sandbox,
     ) -> SessionLoop {
         let unattended = unattended::plane_for(&state);
+        let (ch, outbox) = Lanes::split(ch, compact_updates);
         SessionLoop {
+            outbox,
             unattended,
             sandbox,
             state,
@@ -185,23 +208,11 @@ impl SessionLoop {
             host,
             next_generation: 0,
             user_bash: None,
-            compact_updates,
             tool_policy: Default::default(),
-            pending_continuation: None,
             compaction: None,
             hooks: None,
-            // One message per prompt that waits for hooks, and the session drains it at once.
-            prompt_hooks: crossbeam_channel::bounded(16),
-            // One discovery runs at a time.
-            discovered: crossbeam_channel::bounded(1),
-            listed: crossbeam_channel::unbounded(),
-            listings: 0,
-            models_waiting: Vec::new(),
+            side: side::SideWorkers::new(),
             registry,
-            held: None,
-            snapshot_bytes: 0,
-            outbox: Vec::new(),
-            closing: false,
         }
     }
 
@@ -210,7 +221,7 @@ impl SessionLoop {
         self.registry_update();
         self.start_hooks();
         self.recover_gates();
-        while !self.closing {
+        while !self.outbox.is_closed() {
             // Everything produced so far goes out before the loop waits again. While the model
             // stream's next events are already queued, the frames wait for theirs: what one read
             // of the socket brought reaches the host in one write (one wake-up of the writer, and
@@ -218,7 +229,7 @@ impl SessionLoop {
             if !self.stream_is_ahead() {
                 self.flush_out();
             }
-            if self.closing {
+            if self.outbox.is_closed() {
                 break;
             }
             match self.next_event() {
@@ -231,7 +242,7 @@ impl SessionLoop {
                 }
                 Event::Control(ControlFrame::InputClosed) => {
                     // The command lane disconnects once the reader's last command is in it.
-                    while !self.closing {
+                    while !self.outbox.is_closed() {
                         let frame = self.ch.commands.recv();
                         self.ch.taken.taken();
                         match frame {
@@ -264,10 +275,8 @@ impl SessionLoop {
                     self.on_timer();
                     self.unattended_tick();
                 }
-                Event::OutputDrained => self.flush_held(),
-                Event::PromptHook(done) => self.on_prompt_hooks(done),
-                Event::Discovered(found) => self.on_discovered(found),
-                Event::Listed(listed) => self.on_listed(listed),
+                Event::OutputDrained => self.outbox.flush_held(),
+                Event::Side(done) => self.on_side(done),
             }
         }
         self.shutdown();
@@ -291,15 +300,15 @@ impl SessionLoop {
         // A host that does not read stdout gets no new command handled (their responses would
         // only pile up), but its cancellations still act at once.
         let paused = never();
-        let commands = if self.ch.out.is_backed_up() {
-            self.ch.out.wake_when_drained();
+        let commands = if self.outbox.pause_if_backed_up() {
             &paused
         } else {
             &self.ch.commands
         };
+        let (hooks, discovered, listed) = self.side.receivers();
         select_biased! {
             recv(self.ch.control) -> m => m.map(Event::Control).unwrap_or(Event::CommandsClosed),
-            recv(self.ch.out_drained) -> _ => Event::OutputDrained,
+            recv(self.outbox.drained()) -> _ => Event::OutputDrained,
             recv(commands) -> m => {
                 self.ch.taken.taken();
                 m.map(Event::Command).unwrap_or(Event::CommandsClosed)
@@ -308,10 +317,19 @@ impl SessionLoop {
             recv(self.ch.tool) -> m => m.map(Event::Tool).unwrap_or(Event::Timer),
             recv(self.ch.host_answers) -> m => m.map(Event::HostAnswer).unwrap_or(Event::Timer),
             recv(self.ch.bash_events) -> m => m.map(Event::Bash).unwrap_or(Event::Timer),
-            recv(self.prompt_hooks.1) -> m => m.map(Event::PromptHook).unwrap_or(Event::Timer),
-            recv(self.discovered.1) -> m => m.map(Event::Discovered).unwrap_or(Event::Timer),
-            recv(self.listed.1) -> m => m.map(Event::Listed).unwrap_or(Event::Timer),
+            recv(hooks) -> m => m.map(|d| Event::Side(SideDone::PromptHook(d))).unwrap_or(Event::Timer),
+            recv(discovered) -> m => m.map(|d| Event::Side(SideDone::Discovered(d))).unwrap_or(Event::Timer),
+            recv(listed) -> m => m.map(|l| Event::Side(SideDone::Listed(l))).unwrap_or(Event::Timer),
             recv(timer) -> _ => Event::Timer,
+        }
+    }
+
+    /// What a side worker reported.
+    fn on_side(&mut self, done: SideDone) {
+        match done {
+            SideDone::PromptHook(done) => self.on_prompt_hooks(done),
+            SideDone::Discovered(found) => self.on_discovered(found),
+            SideDone::Listed(listed) => self.on_listed(listed),
         }
     }
 
@@ -330,7 +348,7 @@ impl SessionLoop {
                 "cancelled: gjc is shutting down (stdin closed or a signal)",
             ));
         }
-        self.flush_held();
+        self.outbox.flush_held();
         self.flush_out();
         self.end_hooks();
         self.bash.shutdown();
@@ -375,15 +393,12 @@ impl SessionLoop {
         const HELD_BYTES: usize = 16 << 10;
         !self.ch.provider.is_empty()
             && self.ch.control.is_empty()
-            && self.outbox.len() < HELD_FRAMES
-            && self.outbox.iter().map(|(_, cost)| cost).sum::<usize>() < HELD_BYTES
+            && self.outbox.can_wait(HELD_FRAMES, HELD_BYTES)
     }
 
     /// Queues a frame (never blocking) with the others of the event being handled.
     pub fn send(&mut self, frame: Outbound) {
-        self.flush_held();
-        let cost = crate::output::estimate(&frame);
-        self.outbox.push((frame, cost));
+        self.outbox.send(frame);
     }
 
     /// Hands the frames of the event handled so far to the writer, together. Called when the
@@ -394,66 +409,16 @@ impl SessionLoop {
         // The file has every entry before a frame announces it.
         self.state.store.write_queued();
         self.emit_store_notices();
-        for (frame, cost) in self.outbox.drain(..) {
-            if self.ch.out.send_costed(frame, cost).is_err() {
-                self.closing = true;
-            }
-        }
+        self.outbox.flush();
     }
 
     pub fn emit(&mut self, event: AgentEvent) {
-        if matches!(
-            event,
-            AgentEvent::MessageStart { .. } | AgentEvent::MessageEnd { .. }
-        ) {
-            self.snapshot_bytes = 256;
-        }
-        self.send(Outbound::Event(Box::new(event)));
+        self.outbox.emit(event);
     }
 
-    /// A streamed delta as `message_update`: queued at once, or merged into the held one while
-    /// the output lane is backed up. The host receives every byte, in fewer frames.
+    /// A streamed delta as `message_update` (`Outbox::update`).
     pub fn emit_update(&mut self, event: StreamEvent) {
-        let event = match self.held.take() {
-            Some(mut held) => {
-                if held.merge(&event) {
-                    held
-                } else {
-                    self.queue_update(held);
-                    event
-                }
-            }
-            None => event,
-        };
-        if self.ch.out.is_backed_up() {
-            self.held = Some(event);
-            self.ch.out.wake_when_drained();
-        } else {
-            self.queue_update(event);
-        }
-    }
-
-    fn flush_held(&mut self) {
-        if let Some(held) = self.held.take() {
-            self.queue_update(held);
-        }
-    }
-
-    fn queue_update(&mut self, event: StreamEvent) {
-        self.snapshot_bytes += event.delta_len();
-        let compact = self.compact_updates;
-        // Reference-shape frames carry the snapshot twice.
-        let cost = event.delta_len()
-            + if compact {
-                256
-            } else {
-                2 * self.snapshot_bytes
-            };
-        let frame = Outbound::Event(Box::new(AgentEvent::MessageUpdate {
-            assistant_message_event: event,
-            compact,
-        }));
-        self.outbox.push((frame, cost));
+        self.outbox.update(event);
     }
 
     /// A status line for hosts that show one; `None` clears it.
@@ -468,15 +433,8 @@ impl SessionLoop {
     /// Answers ahead of the queued output: a host polling `get_state` during a fast stream
     /// does not wait for the snapshot frames before it (see `output.rs`).
     pub fn respond_first(&mut self, response: Response) {
-        self.flush_held();
+        self.outbox.flush_held();
         self.flush_out();
-        if self
-            .ch
-            .out
-            .send_first(Outbound::Response(response))
-            .is_err()
-        {
-            self.closing = true;
-        }
+        self.outbox.send_first(Outbound::Response(response));
     }
 }

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use super::reply::Reply;
 use super::SessionLoop;
 use crate::protocol::{reply, Response};
 use crate::provider::discovery::{self, Target};
@@ -18,16 +19,16 @@ pub struct Discovered {
 }
 
 impl SessionLoop {
-    pub(super) fn get_available_models(&mut self, id: Option<Value>) {
+    /// Answered at once from the kept lists, else when the discovery reports.
+    pub(super) fn get_available_models(&mut self, id: Option<Value>) -> Reply {
         let targets = self.state.catalog.discovery_targets();
         if let Some(listed) = discovery::kept(targets.iter().map(|(_, t)| t)) {
-            return self.answer_models(id, &targets, listed);
+            return Reply::now(self.models_response(id, &targets, listed));
         }
-        self.models_waiting.push(id);
-        if self.models_waiting.len() > 1 {
-            return;
+        if !self.side.wait_for_models(id) {
+            return Reply::later();
         }
-        let done = self.discovered.0.clone();
+        let done = self.side.discovery_reporter();
         let spawned = std::thread::Builder::new()
             .name("gjc-discover".into())
             .spawn(move || {
@@ -38,6 +39,7 @@ impl SessionLoop {
             log::error!("cannot start model discovery: {e}");
             self.answer_models_waiting(&[], Vec::new());
         }
+        Reply::later()
     }
 
     /// The discovery finished: every request waiting for it gets the same list.
@@ -51,17 +53,18 @@ impl SessionLoop {
         targets: &[(String, Target)],
         listed: Vec<Vec<String>>,
     ) {
-        for id in std::mem::take(&mut self.models_waiting) {
-            self.answer_models(id, targets, listed.clone());
+        for id in self.side.take_models_waiting() {
+            let response = self.models_response(id, targets, listed.clone());
+            self.respond(response);
         }
     }
 
-    fn answer_models(
-        &mut self,
+    fn models_response(
+        &self,
         id: Option<Value>,
         targets: &[(String, Target)],
         listed: Vec<Vec<String>>,
-    ) {
+    ) -> Response {
         let catalog = &self.state.catalog;
         let models = reply::Models {
             models: catalog
@@ -71,6 +74,6 @@ impl SessionLoop {
                 .collect(),
             models_error: catalog.models_error().map(str::to_string),
         };
-        self.respond(Response::ok(id, "get_available_models", Some(&models)));
+        Response::ok(id, "get_available_models", Some(&models))
     }
 }

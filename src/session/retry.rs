@@ -14,15 +14,11 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> RetryPolicy {
-        // GJC_RETRY_BASE_MS shortens the back-off for host test suites.
-        let base_ms = std::env::var("GJC_RETRY_BASE_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2000);
         RetryPolicy {
             enabled: true,
             max_attempts: 3,
-            base_delay: Duration::from_millis(base_ms),
+            // GJC_RETRY_BASE_MS shortens the back-off for host test suites.
+            base_delay: crate::settings::get().retry_base,
             max_delay: Duration::from_secs(60),
         }
     }

@@ -3,7 +3,7 @@
 //! with, and `set_sandbox`.
 
 use super::SessionLoop;
-use crate::protocol::message::{ToolCall, ToolOutput};
+use crate::protocol::message::ToolCall;
 use crate::protocol::outbound::TypedError;
 use crate::protocol::sandbox::{SandboxState, SetSandboxParams};
 use crate::sandbox::audit::Escalated;
@@ -36,14 +36,7 @@ impl SessionLoop {
     }
 
     /// A call that asked the host to leave the sandbox is recorded, approved or not.
-    pub(super) fn audit_escalation(&mut self, call: &ToolCall, output: &ToolOutput) {
-        let Some(escalation) = output
-            .details
-            .as_ref()
-            .and_then(|d| d.get("sandboxEscalation"))
-        else {
-            return;
-        };
+    pub(super) fn audit_escalation(&mut self, call: &ToolCall, to: &str, approved: bool) {
         let escalated = Escalated {
             session_id: &self.state.id,
             tool_call_id: &call.id,
@@ -52,8 +45,8 @@ impl SessionLoop {
                 .get("command")
                 .and_then(|c| c.as_str())
                 .unwrap_or(""),
-            to: escalation.get("to").and_then(|t| t.as_str()).unwrap_or(""),
-            approved: escalation.get("approved").and_then(|a| a.as_bool()) == Some(true),
+            to,
+            approved,
         };
         let session_dir = self.state.session_dir.clone();
         if let Err(e) = self.sandbox.record_escalation(&session_dir, &escalated) {

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::compaction::Origin;
-use super::run::{stall_timeout, strip_partial_json, Phase, Run, Told, RETRY_STATUS};
+use super::run::{stall_timeout, strip_partial_json, Phase, Told, RETRY_STATUS};
 use super::SessionLoop;
 use crate::protocol::message::{AgentMessage, AssistantMessage, StopReason};
 use crate::protocol::AgentEvent;
@@ -28,7 +28,7 @@ impl SessionLoop {
             last_event,
             watch,
             ..
-        } = &mut run.phase
+        } = run.phase_mut()
         else {
             return;
         };
@@ -88,7 +88,7 @@ impl SessionLoop {
             mut partial,
             started,
             ..
-        } = std::mem::replace(&mut run.phase, Phase::Idle)
+        } = run.leave()
         else {
             return;
         };
@@ -117,13 +117,9 @@ impl SessionLoop {
     }
 
     fn stream_started(&self) -> bool {
-        matches!(
-            &self.run,
-            Some(Run {
-                phase: Phase::Streaming { started: true, .. },
-                ..
-            })
-        )
+        self.run
+            .as_ref()
+            .is_some_and(|r| matches!(r.phase(), Phase::Streaming { started: true, .. }))
     }
 
     fn finish_streamed(&mut self, message: AssistantMessage) {
@@ -146,16 +142,13 @@ impl SessionLoop {
                 None,
             ) {
                 Ok(()) => return,
-                Err(e) => {
-                    let result: Result<serde_json::Value, String> = Err(e);
-                    self.emit(AgentEvent::AutoCompactionEnd {
-                        action: "context-full",
-                        result: None,
-                        aborted: false,
-                        will_retry: false,
-                        error_message: result.err(),
-                    });
-                }
+                Err(e) => self.emit(AgentEvent::AutoCompactionEnd {
+                    action: "context-full",
+                    result: None,
+                    aborted: false,
+                    will_retry: false,
+                    error_message: Some(e.to_string()),
+                }),
             }
         }
         let policy = self.state.retry.clone();
@@ -184,11 +177,11 @@ impl SessionLoop {
             self.set_status(RETRY_STATUS, Some(status));
             if let Some(run) = &mut self.run {
                 run.retry_attempt = attempt;
-                run.phase = Phase::RetryWait {
+                run.enter(Phase::RetryWait {
                     until: Instant::now() + delay,
                     failed: failure.message,
                     told: if started { Told::Ended } else { Told::Nothing },
-                };
+                });
             }
             return;
         }
@@ -209,7 +202,7 @@ impl SessionLoop {
 
     pub fn on_timer(&mut self) {
         let Some(run) = &mut self.run else { return };
-        match &run.phase {
+        match run.phase() {
             Phase::RetryWait { until, .. } if Instant::now() >= *until => self.request_model(),
             Phase::Streaming {
                 last_event,

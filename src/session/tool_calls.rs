@@ -11,7 +11,7 @@ use crate::host::HostRequest;
 use crate::protocol::host_reply::HostReply;
 use crate::protocol::message::{AgentMessage, StopReason, ToolCall, ToolOutput, ToolResultMessage};
 use crate::protocol::AgentEvent;
-use crate::tools::{self, ToolEvent, ToolMsg};
+use crate::tools::{self, ToolEffect, ToolEvent, ToolMsg};
 
 const SKIPPED: &str = "Skipped due to queued user message.";
 
@@ -19,12 +19,9 @@ impl SessionLoop {
     /// Starts the next pending tool call, or ends the turn when none is left.
     pub(super) fn next_tool(&mut self) {
         loop {
-            let Some(Run {
-                phase: Phase::Tools {
-                    pending, assistant, ..
-                },
-                ..
-            }) = &mut self.run
+            let Some(Phase::Tools {
+                pending, assistant, ..
+            }) = self.run.as_mut().map(Run::phase_mut)
             else {
                 return;
             };
@@ -33,7 +30,7 @@ impl SessionLoop {
                 let Some(run) = &mut self.run else { return };
                 let Phase::Tools {
                     assistant, results, ..
-                } = std::mem::replace(&mut run.phase, Phase::Idle)
+                } = run.leave()
                 else {
                     return;
                 };
@@ -114,11 +111,7 @@ impl SessionLoop {
                     )
                 }
             };
-            if let Some(Run {
-                phase: Phase::Tools { running, .. },
-                ..
-            }) = &mut self.run
-            {
+            if let Some(Phase::Tools { running, .. }) = self.run.as_mut().map(Run::phase_mut) {
                 *running = Some((call, handle));
             }
             return;
@@ -129,7 +122,7 @@ impl SessionLoop {
     /// no thread (then it is the call's message); any other belongs to a call made from a tool
     /// thread, or to none (late, unknown), and the broker, which knows those, gets it.
     pub fn on_host_answer(&mut self, reply: HostReply) {
-        let ours = self.run.as_ref().and_then(|run| match &run.phase {
+        let ours = self.run.as_ref().and_then(|run| match run.phase() {
             Phase::Tools {
                 running: Some((call, handle)),
                 ..
@@ -153,7 +146,7 @@ impl SessionLoop {
         if let ToolEvent::Gate(request) = msg.event {
             let current = self.run.as_ref().is_some_and(|r| {
                 r.generation == msg.generation
-                    && matches!(&r.phase, Phase::Tools { running: Some((c, _)), .. } if c.id == msg.call_id)
+                    && matches!(r.phase(), Phase::Tools { running: Some((c, _)), .. } if c.id == msg.call_id)
             });
             let owner = gate_owner(msg.generation, &msg.call_id);
             return self.on_gate_request(current.then_some(owner), request);
@@ -162,7 +155,7 @@ impl SessionLoop {
         let Phase::Tools {
             running: Some((call, _)),
             ..
-        } = &run.phase
+        } = run.phase()
         else {
             return;
         };
@@ -177,17 +170,14 @@ impl SessionLoop {
                 args: call.arguments,
                 partial_result: partial,
             }),
-            ToolEvent::Done(output) => {
-                if let Some(Run {
-                    phase: Phase::Tools { running, .. },
-                    ..
-                }) = &mut self.run
-                {
+            ToolEvent::Done(outcome) => {
+                if let Some(Phase::Tools { running, .. }) = self.run.as_mut().map(Run::phase_mut) {
                     *running = None;
                 }
-                self.apply_tool_side_effects(&call, &output);
-                self.audit_escalation(&call, &output);
-                self.complete_tool(&call, output);
+                for effect in outcome.effects {
+                    self.apply_tool_effect(&call, effect);
+                }
+                self.complete_tool(&call, outcome.output);
                 self.skip_rest_if_steered();
                 self.next_tool();
             }
@@ -195,15 +185,14 @@ impl SessionLoop {
         }
     }
 
-    /// `todo_write` results carry the new phases for `get_state.todoPhases`.
-    pub(super) fn apply_tool_side_effects(&mut self, call: &ToolCall, output: &ToolOutput) {
-        if call.name == "todo_write" && !output.is_error {
-            if let Some(phases) = output.details.as_ref().and_then(|d| d.get("todoPhases")) {
-                if let Ok(p) = serde_json::from_value(phases.clone()) {
-                    self.state.todos = p;
-                    self.show_todos();
-                }
+    /// What a call changes in the session besides its result (the tool said so in its outcome).
+    fn apply_tool_effect(&mut self, call: &ToolCall, effect: ToolEffect) {
+        match effect {
+            ToolEffect::SetTodos(phases) => {
+                self.state.todos = phases;
+                self.show_todos();
             }
+            ToolEffect::Escalated { to, approved } => self.audit_escalation(call, to, approved),
         }
     }
 
@@ -214,20 +203,12 @@ impl SessionLoop {
         {
             return;
         }
-        let Some(Run {
-            phase: Phase::Tools { pending, .. },
-            ..
-        }) = &mut self.run
-        else {
+        let Some(Phase::Tools { pending, .. }) = self.run.as_mut().map(Run::phase_mut) else {
             return;
         };
         let skipped: VecDeque<ToolCall> = std::mem::take(pending);
         let results = self.fail_calls(skipped, SKIPPED);
-        if let Some(Run {
-            phase: Phase::Tools { results: r, .. },
-            ..
-        }) = &mut self.run
-        {
+        if let Some(Phase::Tools { results: r, .. }) = self.run.as_mut().map(Run::phase_mut) {
             r.extend(results);
         }
     }
@@ -253,11 +234,7 @@ impl SessionLoop {
 
     pub(super) fn complete_tool(&mut self, call: &ToolCall, output: ToolOutput) {
         let result = self.tool_result(call, output);
-        if let Some(Run {
-            phase: Phase::Tools { results, .. },
-            ..
-        }) = &mut self.run
-        {
+        if let Some(Phase::Tools { results, .. }) = self.run.as_mut().map(Run::phase_mut) {
             results.push(result);
         }
     }

@@ -6,6 +6,8 @@
 
 use serde_json::Value;
 
+use super::reply::{Reply, Then};
+use super::run::{Phase, Run, RunStop};
 use super::state::Session;
 use super::SessionLoop;
 use crate::control::{Plane, Refusal, Verdict};
@@ -15,15 +17,6 @@ use crate::protocol::event::Outcome;
 use crate::protocol::message::{AssistantMessage, ToolCall, ToolOutput, Usage};
 use crate::protocol::outbound::TypedError;
 use crate::protocol::{Command, Response};
-
-/// How a run is ended when it is not the host's `abort`.
-#[derive(Debug, Clone)]
-pub struct RunStop {
-    pub outcome: Outcome,
-    /// `code: message`, as `agent_end.errorMessage`.
-    pub message: String,
-    pub details: Value,
-}
 
 /// What becomes of one of the model's tool calls.
 pub enum ToolGate {
@@ -60,7 +53,11 @@ fn typed(r: &Refusal) -> TypedError {
 }
 
 impl SessionLoop {
-    pub(super) fn negotiate_unattended(&mut self, id: Option<Value>, p: NegotiateUnattendedParams) {
+    pub(super) fn negotiate_unattended(
+        &mut self,
+        id: Option<Value>,
+        p: NegotiateUnattendedParams,
+    ) -> Reply {
         let command = "negotiate_unattended";
         let response = match self
             .unattended
@@ -69,11 +66,16 @@ impl SessionLoop {
             Ok(accepted) => Response::ok(id, command, Some(&accepted)),
             Err(r) => Response::err_detailed(id, command, typed(&r), r.details),
         };
-        self.respond(response);
+        Reply::now(response)
     }
 
-    /// The preflight of a command; `true` when it was refused (and answered).
-    pub(super) fn unattended_refuses(&mut self, id: &Option<Value>, command: &Command) -> bool {
+    /// The preflight of a command: its refusal, if refused (the first breach of the budget
+    /// then stops what runs, after the refusal).
+    pub(super) fn unattended_refusal(
+        &mut self,
+        id: &Option<Value>,
+        command: &Command,
+    ) -> Option<Reply> {
         let bash = match command {
             Command::Bash(b) => Some(b.command.as_str()),
             _ => None,
@@ -81,21 +83,21 @@ impl SessionLoop {
         let name = command.name();
         let verdict = self.unattended.preflight(name, bash, &self.state.id);
         let (refusal, first) = match verdict {
-            Verdict::Allow => return false,
+            Verdict::Allow => return None,
             Verdict::Deny(r) => (r, false),
             Verdict::Exceeded { refusal, first } => (refusal, first),
         };
         let details = refusal.details.clone();
-        self.respond(Response::err_detailed(
+        let reply = Reply::now(Response::err_detailed(
             id.clone(),
             name,
             typed(&refusal),
             details,
         ));
-        if first {
-            self.budget_stop(&refusal);
-        }
-        true
+        Some(match first {
+            true => reply.then(Then::BudgetStop(refusal)),
+            false => reply,
+        })
     }
 
     /// Before one of the model's tool calls.
@@ -170,11 +172,7 @@ impl SessionLoop {
         else {
             return false;
         };
-        if let Some(super::run::Run {
-            phase: super::run::Phase::Streaming { partial, .. },
-            ..
-        }) = &mut self.run
-        {
+        if let Some(Phase::Streaming { partial, .. }) = self.run.as_mut().map(Run::phase_mut) {
             *partial = message.clone();
         }
         self.budget_stop(&refusal);

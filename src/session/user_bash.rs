@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::reply::Reply;
 use super::SessionLoop;
 use crate::exec::{BashEvent, BashJob, JobOwner};
 use crate::protocol::command::BashParams;
@@ -14,7 +15,8 @@ use crate::protocol::Response;
 use crate::sandbox::Launch;
 
 impl SessionLoop {
-    pub(super) fn user_bash(&mut self, id: Option<Value>, b: BashParams) {
+    /// Answered when the command exits (`on_bash`), or at once when it cannot start.
+    pub(super) fn user_bash(&mut self, id: Option<Value>, b: BashParams) -> Reply {
         if self.user_bash.is_some() {
             let e = TypedError {
                 code: "busy",
@@ -22,7 +24,7 @@ impl SessionLoop {
                     "A bash command is already running; wait for its response or send abort_bash"
                         .into(),
             };
-            return self.respond(Response::err(id, "bash", e));
+            return Reply::now(Response::err(id, "bash", e));
         }
         // The host's own commands run in the session's sandbox like the model's.
         let confine = match self.sandbox_launch() {
@@ -33,7 +35,7 @@ impl SessionLoop {
                     code: e.code(),
                     message: e.to_string(),
                 };
-                return self.respond(Response::err(id, "bash", e));
+                return Reply::now(Response::err(id, "bash", e));
             }
         };
         self.user_bash = Some((id, b.command.clone()));
@@ -48,6 +50,7 @@ impl SessionLoop {
             output_limit: None,
             reply: self.bash_tx().into(),
         });
+        Reply::later()
     }
 
     /// A user `bash` command finished: answer it and record it for the model.

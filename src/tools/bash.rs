@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::unbounded;
 use serde_json::{json, Value};
 
-use super::{escalate, str_arg, Tool, ToolContext, ToolEvent};
+use super::{escalate, str_arg, Outcome, Tool, ToolContext, ToolEvent};
 use crate::exec::{BashEvent, BashHandle, BashJob, BashResult, JobOwner, Reply};
 use crate::protocol::message::ToolOutput;
 use crate::sandbox::Launch;
@@ -41,6 +41,11 @@ impl Tool for Bash {
     }
 
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
+        self.run(args, ctx).output
+    }
+
+    /// The command's output; an escalation the host was asked for is also the outcome's effect.
+    fn run(&self, args: &Value, ctx: &ToolContext) -> Outcome {
         let (command, timeout) = command_of(args);
         let plan = escalate::plan(args, ctx.policy, &ctx.sandbox);
         let run = |launch: &Launch| match (&ctx.host, ctx.policy.host_terminal) {
@@ -50,7 +55,7 @@ impl Tool for Bash {
         let (output, denied) = run(&plan.first);
         match plan.then {
             Some(to) if denied => escalate_after(ctx, &command, &to, output, run),
-            _ => output,
+            _ => output.into(),
         }
     }
 
@@ -74,7 +79,7 @@ impl Bash {
         let (command, timeout) = command_of(args);
         let confine = match confinement(launch) {
             Ok(confine) => confine,
-            Err(refused) => return deliver(ToolEvent::Done(refused), false),
+            Err(refused) => return deliver(ToolEvent::Done(refused.into()), false),
         };
         let mut watch = Watch::new(timeout, confine.is_some());
         runner.run(BashJob {
@@ -103,18 +108,15 @@ pub fn escalate_after(
     to: &escalate::Escalation,
     denied: ToolOutput,
     run: impl Fn(&Launch) -> (ToolOutput, bool),
-) -> ToolOutput {
+) -> Outcome {
     if ctx.is_cancelled() {
-        return denied;
+        return denied.into();
     }
     if !escalate::ask(ctx, command, to, &denied) {
-        let mut output = escalate::refused(denied, to);
-        escalate::record(&mut output, to, false);
-        return output;
+        return escalate::record(escalate::refused(denied, to), to, false);
     }
-    let (mut output, _) = run(&to.launch);
-    escalate::record(&mut output, to, true);
-    output
+    let (output, _) = run(&to.launch);
+    escalate::record(output, to, true)
 }
 
 /// Runs `command` in `launch`'s sandbox on `gjc-bash` and waits for it on this thread, passing
@@ -151,7 +153,7 @@ pub(super) fn run_waiting(
         }
         match crate::park::recv_timeout(&rx, Duration::from_millis(20)) {
             Ok(event) => match watch.on(event) {
-                Some(ToolEvent::Done(output)) => return (output, watch.denied),
+                Some(ToolEvent::Done(done)) => return (done.output, watch.denied),
                 Some(ToolEvent::Update(partial)) => ctx.update(partial),
                 _ => {}
             },
@@ -224,7 +226,7 @@ impl Watch {
                 self.denied = self.confined
                     && !result.cancelled
                     && escalate::likely_denied(result.exit_code, &result.output);
-                Some(ToolEvent::Done(outcome(result, self.timeout)))
+                Some(ToolEvent::Done(outcome(result, self.timeout).into()))
             }
         }
     }

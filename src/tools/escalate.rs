@@ -12,6 +12,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{guard, ToolContext};
+use super::{Outcome, ToolEffect};
 use crate::host::ui::{dialog, Answer};
 use crate::protocol::message::{Content, ToolOutput};
 use crate::sandbox::{Commands, Launch};
@@ -122,14 +123,22 @@ pub fn refused(mut denied: ToolOutput, to: &Escalation) -> ToolOutput {
     denied
 }
 
-/// The details the session records in the audit trail: `{"sandboxEscalation": {...}}`.
-pub fn record(output: &mut ToolOutput, to: &Escalation, approved: bool) {
+/// What was decided, for the host (`{"sandboxEscalation": {...}}` in the details) and for the
+/// session, which records it in the audit trail (the outcome's effect).
+pub fn record(mut output: ToolOutput, to: &Escalation, approved: bool) -> Outcome {
     let entry = json!({"to": to.to, "approved": approved});
     match &mut output.details {
         Some(Value::Object(d)) => {
             d.insert("sandboxEscalation".into(), entry);
         }
         _ => output.details = Some(json!({"sandboxEscalation": entry})),
+    }
+    Outcome {
+        output,
+        effects: vec![ToolEffect::Escalated {
+            to: to.to,
+            approved,
+        }],
     }
 }
 

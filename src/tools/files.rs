@@ -3,9 +3,11 @@
 //! and replacing a file atomically through symlinks.
 
 use std::fs::{File, Metadata, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write as _};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::io::{self, BufRead, BufReader};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use crate::fs::atomic;
 
 /// Why a file could not be opened for reading.
 pub enum OpenError {
@@ -165,72 +167,18 @@ pub fn write_target(path: &Path) -> io::Result<PathBuf> {
 }
 
 /// Replaces `target` with `bytes` so that a crash leaves the old file or the new one, never a
-/// mix: a private temporary file beside the target, written, given the old file's mode (and,
-/// when allowed, its owner), synced, then renamed over it, and the directory synced. A new file
-/// gets the mode `open` would have given it (0666 less the umask).
+/// mix (`crate::fs::atomic`): the new file keeps the old one's mode (and, when allowed, its
+/// owner); a new file gets the mode `open` would have given it (0666 less the umask).
 pub fn replace_file(target: &Path, bytes: &[u8], old: Option<&Metadata>) -> io::Result<()> {
-    let dir = match target.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "file".into());
-    let tmp = dir.join(temp_name(&name));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        if let Some(old) = old {
-            // Only root may give a file away; for anyone else the owner is already right.
-            let _ = std::os::unix::fs::fchown(&file, Some(old.uid()), Some(old.gid()));
-        }
-        let mode = old.map_or_else(|| 0o666 & !umask(), |m| m.mode() & 0o7777);
-        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, target)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-        return result;
-    }
-    // The rename is durable once the directory is; a failure here loses nothing already written.
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
-/// A private temporary name beside `name`, for an atomic replace. A name near the 255-byte
-/// limit must still leave room for the suffix.
-pub(crate) fn temp_name(name: &str) -> String {
-    let mut short = name.len().min(200);
-    while !name.is_char_boundary(short) {
-        short -= 1;
-    }
-    format!(".{}.gjc-{}.tmp", &name[..short], crate::ids::short_id())
-}
-
-/// The process umask, read from `/proc` because `umask(2)` can only be read by changing it,
-/// which would race with other threads creating files.
-pub(crate) fn umask() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Umask:"))
-                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        })
-        .unwrap_or(0o022)
+    // The folder's sync is best effort: once renamed, nothing already written is lost.
+    let options = atomic::Options::like(old, atomic::Durability::SyncedFolderBestEffort);
+    atomic::replace(target, options, atomic::bytes(bytes))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     #[test]
     fn lines_keep_at_most_the_cap_and_report_whole_lengths() {

@@ -1,25 +1,31 @@
 //! The tools: the `Tool` trait, the registry (arguments are validated against each tool's JSON
 //! Schema before it runs) and one module per tool. `run.rs` runs a call: on a kept `gjc-tool`
 //! thread, or for a host tool with nothing around it on no thread, reporting `ToolMsg`s to the
-//! session tagged with the run generation. Cancellation is a flag the tool checks plus, for
+//! session tagged with the run generation; a call's end carries its effects on the session
+//! (`effect.rs`), which the session applies. Cancellation is a flag the tool checks plus, for
 //! shell commands, a group kill, and for a host tool a cancel to the host.
 
+pub mod ask;
 pub mod bash;
 pub mod confine;
 pub mod edit;
+mod effect;
 pub mod escalate;
 pub mod files;
 pub mod find;
 pub mod grep;
 pub mod guard;
+pub mod host_tool;
 pub mod ls;
 pub mod paths;
 pub mod read;
 mod run;
 pub mod terminal;
 pub mod todo;
+pub mod workflow_gate;
 pub mod write;
 
+pub use effect::{Outcome, ToolEffect};
 pub use run::{host_answer, spawn, start_direct, Started, ToolEvent, ToolHandle, ToolMsg};
 
 use std::path::PathBuf;
@@ -143,8 +149,13 @@ pub trait Tool: Send + Sync {
     fn parameters(&self) -> Value;
     /// Runs the call. A failure is an `is_error` output, which the model sees.
     fn execute(&self, args: &Value, ctx: &ToolContext) -> ToolOutput;
+    /// Runs the call for a session: its output and what the session is to change because of it
+    /// (`ToolEffect`). Most tools change nothing but through their output.
+    fn run(&self, args: &Value, ctx: &ToolContext) -> Outcome {
+        self.execute(args, ctx).into()
+    }
     /// A host tool, which `spawn` may start without a thread of its own.
-    fn as_host(&self) -> Option<&crate::host::tools::HostTool> {
+    fn as_host(&self) -> Option<&host_tool::HostTool> {
         None
     }
     /// The shell tool, which `spawn` may start without a thread of its own.
@@ -175,8 +186,8 @@ pub fn all_builtin() -> Vec<Arc<dyn Tool>> {
         Arc::new(find::Find),
         Arc::new(ls::Ls),
         Arc::new(todo::TodoWrite),
-        Arc::new(crate::host::ui::Ask),
-        Arc::new(crate::workflow::tool::WorkflowGateTool),
+        Arc::new(ask::Ask),
+        Arc::new(workflow_gate::WorkflowGateTool),
     ]
 }
 

@@ -32,9 +32,7 @@ pub fn url_scheme(path: &str) -> Option<&str> {
 }
 
 fn home() -> PathBuf {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/"))
+    (crate::settings::get().home.clone()).unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// A path for display: relative to `base` when inside it.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crossbeam_channel::Sender;
 use serde_json::Value;
 
-use super::{guard, Services, Tool, ToolContext};
+use super::{guard, Outcome, Services, Tool, ToolContext};
 use crate::exec::{BashHandle, JobOwner};
 use crate::host::tools::Step;
 use crate::host::HostHandle;
@@ -29,7 +29,8 @@ pub struct ToolMsg {
 #[derive(Debug)]
 pub enum ToolEvent {
     Update(ToolOutput),
-    Done(ToolOutput),
+    /// The call's end: its output, and its effects on the session.
+    Done(Outcome),
     /// A request to the gate broker, which the session owns.
     Gate(crate::gates::GateRequest),
 }
@@ -92,22 +93,31 @@ pub fn spawn(
     log::debug!("tool {} call {call_id} starts", tool.name());
     let worker = TOOL_THREADS.run(move || {
         let started = std::time::Instant::now();
-        let mut output = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             crate::exec::test_panic_point();
-            guard::refusal(tool.name(), &args, &ctx).unwrap_or_else(|| tool.execute(&args, &ctx))
+            match guard::refusal(tool.name(), &args, &ctx) {
+                Some(refused) => refused.into(),
+                None => tool.run(&args, &ctx),
+            }
         }))
-        .unwrap_or_else(|_| ToolOutput::error(format!("tool {} failed unexpectedly", tool.name())));
-        crate::secrets::scrub_output(&mut output);
+        .unwrap_or_else(|_| {
+            ToolOutput::error(format!("tool {} failed unexpectedly", tool.name())).into()
+        });
+        outcome.scrub();
         log::debug!(
             "tool {} call {call_id} ended ({}) after {} ms",
             tool.name(),
-            if output.is_error { "error" } else { "ok" },
+            if outcome.output.is_error {
+                "error"
+            } else {
+                "ok"
+            },
             started.elapsed().as_millis()
         );
         let _ = tx.send(ToolMsg {
             generation,
             call_id,
-            event: ToolEvent::Done(output),
+            event: ToolEvent::Done(outcome),
         });
     });
     if let Err(e) = worker {
@@ -197,7 +207,7 @@ pub fn start_direct(
     match ruling {
         guard::Ruling::Ask => None,
         guard::Ruling::Refuse(output) => {
-            send(ToolEvent::Done(output));
+            send(ToolEvent::Done(output.into()));
             Some(started(None, None))
         }
         guard::Ruling::Run => {
@@ -220,9 +230,9 @@ pub fn start_direct(
                 tx: tx.clone(),
             });
             let deliver = move |event, denied| match event {
-                ToolEvent::Done(output) if denied && escalation.is_some() => {
+                ToolEvent::Done(done) if denied && escalation.is_some() => {
                     if let Some(escalating) = escalation.take() {
-                        escalating.on_thread(output);
+                        escalating.on_thread(done.output);
                     }
                 }
                 event => send(scrubbed(event)),
@@ -269,12 +279,12 @@ impl Escalating {
             let ctx = context(services, &call_id, cancel, generation, &tx);
             let (command, timeout) = super::bash::command_of(&args);
             let run = |launch: &Launch| super::bash::run_waiting(&command, timeout, &ctx, launch);
-            let mut output = super::bash::escalate_after(&ctx, &command, &to, denied, run);
-            crate::secrets::scrub_output(&mut output);
+            let mut outcome = super::bash::escalate_after(&ctx, &command, &to, denied, run);
+            outcome.scrub();
             let _ = tx.send(ToolMsg {
                 generation,
                 call_id,
-                event: ToolEvent::Done(output),
+                event: ToolEvent::Done(outcome),
             });
         });
         if let Err(e) = started {
@@ -304,7 +314,7 @@ fn messages(
 pub fn host_answer(reply: HostReply) -> Option<ToolEvent> {
     let event = match crate::host::tools::answer(reply) {
         Step::Update(partial) => ToolEvent::Update(partial),
-        Step::Done(output) => ToolEvent::Done(output),
+        Step::Done(output) => ToolEvent::Done(output.into()),
         Step::Other => return None,
     };
     Some(scrubbed(event))
@@ -312,8 +322,10 @@ pub fn host_answer(reply: HostReply) -> Option<ToolEvent> {
 
 /// A call's message with key values scrubbed from its output, as from any tool.
 fn scrubbed(mut event: ToolEvent) -> ToolEvent {
-    if let ToolEvent::Update(out) | ToolEvent::Done(out) = &mut event {
-        crate::secrets::scrub_output(out);
+    match &mut event {
+        ToolEvent::Update(out) => crate::secrets::scrub_output(out),
+        ToolEvent::Done(outcome) => outcome.scrub(),
+        ToolEvent::Gate(_) => {}
     }
     event
 }
@@ -351,7 +363,7 @@ mod tests {
         loop {
             let msg = rx.recv_timeout(WAIT).expect("the call ends");
             match msg.event {
-                ToolEvent::Done(output) => return (seen, output),
+                ToolEvent::Done(outcome) => return (seen, outcome.output),
                 _ => seen.push(msg),
             }
         }
@@ -371,7 +383,7 @@ mod tests {
             description: String::new(),
             parameters: json!({"type": "object"}),
         };
-        let tool = crate::host::tools::HostTool::new(def, services.host.clone());
+        let tool = super::super::host_tool::HostTool::new(def, services.host.clone());
         let (tx, rx) = crossbeam_channel::unbounded();
         let started =
             start_direct(&*tool, &json!({"m": 1}), &services, "call_1", 7, &tx).expect("direct");
@@ -394,10 +406,10 @@ mod tests {
             result: ToolOutput::text("ok"),
             is_error: true,
         });
-        let Some(ToolEvent::Done(output)) = host_answer(answer) else {
+        let Some(ToolEvent::Done(outcome)) = host_answer(answer) else {
             panic!("not the call's end")
         };
-        assert!(output.is_error, "the host's isError is kept");
+        assert!(outcome.output.is_error, "the host's isError is kept");
         let Some(Outbound::Frame(FlatFrame::HostToolCancel { target_id, .. })) =
             started.handle.cancel()
         else {

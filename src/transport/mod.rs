@@ -1,4 +1,5 @@
 //! The two I/O threads: `gjc-stdin` (read, decode, route) and `gjc-stdout` (frame, number, write).
 
+pub mod render;
 pub mod stdin;
 pub mod stdout;

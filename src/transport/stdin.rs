@@ -20,7 +20,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use crate::host::HostRequest;
 use crate::protocol::host_reply::HostReply;
-use crate::protocol::{decode_line, Inbound, Response, MAX_LINE_BYTES};
+use crate::protocol::{decode_line, Inbound, Response};
 use crate::room::Room;
 use crate::session::{CommandFrame, ControlFrame};
 
@@ -118,15 +118,6 @@ fn log_inbound(inbound: &Inbound) {
         Inbound::HostReply(_) => log::debug!("host reply"),
         Inbound::Invalid(_) => log::debug!("line refused with an error response"),
     }
-}
-
-/// The line cap: `GJC_MAX_LINE_BYTES` when set, else 64 MiB.
-pub fn default_max_line() -> usize {
-    std::env::var("GJC_MAX_LINE_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(MAX_LINE_BYTES)
 }
 
 /// A buffer keeps its largest size; after a long line that would leave megabytes resident for
@@ -285,7 +276,7 @@ pub(crate) fn read_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::HostReply;
+    use crate::protocol::{HostReply, MAX_LINE_BYTES};
     use std::time::Duration;
 
     const WAIT: Duration = Duration::from_secs(10);

@@ -116,7 +116,7 @@ impl<W: Write> Writer<W> {
             }
             Outbound::Response(r) => serde_json::to_writer(&mut self.buf, r)?,
             Outbound::Frame(f) => serde_json::to_writer(&mut self.buf, f)?,
-            Outbound::Show(show) => match crate::host::ui::render(show) {
+            Outbound::Show(show) => match super::render::render(show) {
                 Some(f) => serde_json::to_writer(&mut self.buf, &f)?,
                 None => return Ok(()),
             },

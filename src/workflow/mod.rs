@@ -3,13 +3,15 @@
 //! restart), and what gjc refuses while a stage waits for its gate.
 
 pub mod ask;
-pub mod tool;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::gates::{Broker, GateSpec};
 use crate::protocol::gate::GateOption;
+
+/// The tool that presents a plan or a course for a decision (`tools/workflow_gate.rs`).
+pub const GATE_TOOL: &str = "workflow_gate";
 
 /// The stage in progress.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,15 +90,7 @@ pub fn stage_message(stage: &str, task: &str, prompt: &str) -> String {
 }
 
 /// Tools that change nothing, always allowed while a stage waits for its gate.
-const READ_ONLY_TOOLS: &[&str] = &[
-    "read",
-    "grep",
-    "find",
-    "ls",
-    "ask",
-    "todo_write",
-    tool::NAME,
-];
+const READ_ONLY_TOOLS: &[&str] = &["read", "grep", "find", "ls", "ask", "todo_write", GATE_TOOL];
 
 impl Workflow {
     /// Why gjc refuses this tool call now, if it does: while a stage is not yet cleared, only

@@ -208,7 +208,7 @@ pub fn summary(path: &Path) -> Option<SessionSummary> {
 /// The folder for sessions of `cwd` under `root` (`~/src/app` → `-src-app`, else `--srv-app--`).
 pub fn cwd_dir(root: &Path, cwd: &Path) -> PathBuf {
     let encode = |s: &str| s.replace(['/', '\\', ':'], "-");
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::settings::get().home.as_ref();
     let name = match home.as_ref().and_then(|h| cwd.strip_prefix(h).ok()) {
         Some(rel) if rel.as_os_str().is_empty() => "-".to_string(),
         Some(rel) => format!("-{}", encode(&rel.display().to_string())),

@@ -42,39 +42,13 @@ pub(super) fn append_all(file: &mut File, bytes: &[u8]) -> io::Result<()> {
     file.write_all(bytes)
 }
 
-/// Replaces `path` with what `fill` writes: into a private temporary file beside it, synced, then
-/// renamed over `path`, and the folder synced so the rename itself survives a crash. A failure
-/// leaves `path` as it was and removes the temporary file.
+/// Replaces `path` with what `fill` writes: a private file, synced with its folder
+/// (`crate::fs::atomic`). A failure leaves `path` as it was and no temporary file.
 pub(crate) fn replace_file(
     path: &Path,
     fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
 ) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("session");
-    let tmp = dir.join(format!(".{name}.{}.tmp", crate::ids::short_id()));
-    let result = (|| {
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        let mut out = BufWriter::new(file);
-        fill(&mut out)?;
-        let file = out.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    crate::fs::atomic::replace(path, crate::fs::atomic::Options::PRIVATE, fill)
 }
 
 /// Rewrites the header line of `path`, keeping the entries up to `body_end` (where the last

@@ -1,7 +1,9 @@
+use std::io::Read;
+
 use serde_json::{json, Value};
 
 use super::*;
-use crate::provider::wire::{self, replay_history};
+use crate::provider::wire::{replay_history, WireApi};
 use crate::provider::ProviderRequest;
 
 const APIS: [Api; 4] = [
@@ -10,6 +12,11 @@ const APIS: [Api; 4] = [
     Api::OpenAiResponses,
     Api::Google,
 ];
+
+/// The wire API of one of [`APIS`].
+fn wire_of(api: Api) -> &'static dyn WireApi {
+    api.wire().expect("an API spoken over HTTP")
+}
 
 fn model(api: Api, id: &str) -> Model {
     test_model(api, id)
@@ -110,7 +117,7 @@ fn request(model: &Model, messages: &[AgentMessage], history: Option<History>) -
 }
 
 fn body(req: &ProviderRequest) -> Vec<u8> {
-    let call = wire::build(req.model.api, req).0;
+    let call = wire_of(req.model.api).request(req);
     let len = call.body.len();
     let whole = call.body.to_vec();
     // Read in small steps, so that reads end inside segments and span several.
@@ -138,10 +145,11 @@ fn history_key(api: Api) -> &'static str {
 /// The history the way it was built before pieces were kept: one JSON tree of every message,
 /// merged and marked in place.
 fn reference_history(model: &Model, messages: &[AgentMessage]) -> Vec<Value> {
-    let (encode, layout) = encoder(model.api);
+    let wire = wire_of(model.api);
+    let layout = wire.layout();
     let mut out: Vec<Value> = Vec::new();
     for m in replay_history(messages) {
-        let (role, items) = encode(&m, model);
+        let (role, items) = wire.encode_message(&m, model);
         match layout {
             Layout::Flat => out.extend(items),
             Layout::Merged { field, .. } if !items.is_empty() => {
@@ -340,7 +348,7 @@ fn assert_held_once(api: Api, cache: &HistoryCache, history: &History) {
     let closing: usize = history.closing.iter().map(|p| p.items.len()).sum();
     let items = history.items();
     let kept = &items[..items.len() - closing];
-    if matches!(encoder(api).1, Layout::Flat) {
+    if matches!(wire_of(api).layout(), Layout::Flat) {
         assert_eq!(in_pieces, 0, "{api:?}");
         // Each kept item is in the text once, after its comma.
         assert_eq!(
@@ -351,4 +359,21 @@ fn assert_held_once(api: Api, cache: &HistoryCache, history: &History) {
     } else {
         assert_eq!((text, in_pieces), (0, kept.len()), "{api:?}");
     }
+}
+
+#[test]
+fn every_http_api_has_a_wire_and_the_scripted_provider_none() {
+    for api in APIS {
+        assert!(api.wire().is_some(), "{api:?}");
+    }
+    assert!(Api::Scripted.wire().is_none());
+    // Nothing is encoded for the scripted provider, and a body of it is refused, not decoded.
+    let scripted = model(Api::Scripted, "s");
+    let messages = [AgentMessage::User(
+        crate::protocol::message::UserMessage::new("hi", &[]),
+    )];
+    assert!(History::fresh(&scripted, &messages).items().is_empty());
+    let req = request(&scripted, &messages, None);
+    let err = crate::provider::http::decode_body(&req, &b"data: {}\n\n"[..]).unwrap_err();
+    assert!(err.message.contains("scripted"), "{}", err.message);
 }

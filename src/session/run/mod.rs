@@ -5,96 +5,23 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+mod phase;
+
+pub use phase::{Phase, PhaseKind, Run, RunStop, Told};
+
 use super::SessionLoop;
 use crate::exec::JobOwner;
 use crate::protocol::event::Outcome;
 use crate::protocol::message::{
-    AgentMessage, AssistantMessage, BashExecutionMessage, Content, StopReason, ToolCall,
-    ToolOutput, ToolResultMessage, UserMessage,
+    AgentMessage, AssistantMessage, Content, StopReason, ToolCall, ToolOutput, ToolResultMessage,
+    UserMessage,
 };
 use crate::protocol::AgentEvent;
-use crate::provider::{self, ProviderRequest, StreamHandle};
-use crate::tools::ToolHandle;
+use crate::provider::{self, ProviderRequest};
 
 /// How long a stream may go without a single event before it counts as stalled.
 pub(super) fn stall_timeout() -> Duration {
-    let ms = std::env::var("GJC_STREAM_IDLE_TIMEOUT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300_000);
-    Duration::from_millis(ms)
-}
-
-pub struct Run {
-    pub generation: u64,
-    /// Messages produced by this run, for `agent_end`.
-    pub produced: Vec<AgentMessage>,
-    pub phase: Phase,
-    pub retry_attempt: u32,
-    /// User `bash` executions that finished during the run; appended when it ends so they never
-    /// split a tool call from its result.
-    pub deferred_bash: Vec<BashExecutionMessage>,
-    /// A context overflow was already compacted once in this run; a second one is an error.
-    pub overflow_compacted: bool,
-    /// Todo reminders added in this run (`session/todos.rs`), bounded per run.
-    pub todo_reminders: u32,
-    /// Why the run is being stopped when it is not the host's `abort` (a budget breach).
-    pub stop: Option<super::unattended::RunStop>,
-    /// Tool calls the unattended declaration refused, for `agent_end`.
-    pub denied: Vec<serde_json::Value>,
-}
-
-pub enum Phase {
-    /// The prompt waits for its `before_prompt` hooks (`session/hooks.rs`); nothing of it is in
-    /// the context yet.
-    BeforePrompt {
-        prompt: Vec<UserMessage>,
-        hooks: crate::hooks::prompt::PendingPrompt,
-    },
-    Streaming {
-        stream: u64,
-        handle: StreamHandle,
-        partial: AssistantMessage,
-        started: bool,
-        last_event: Instant,
-        /// The conditional rules that may still fire on this stream (`None`: no rule watches).
-        watch: Option<crate::rules::Watch>,
-    },
-    Tools {
-        assistant: AssistantMessage,
-        pending: VecDeque<ToolCall>,
-        running: Option<(ToolCall, ToolHandle)>,
-        results: Vec<ToolResultMessage>,
-    },
-    RetryWait {
-        until: Instant,
-        failed: AssistantMessage,
-        /// Whether the host saw the failed attempt start (and therefore end).
-        told: Told,
-    },
-    /// Waiting for an automatic compaction (`SessionLoop::compaction`).
-    Compacting,
-    /// Between phases (never observed outside a method).
-    Idle,
-}
-
-/// What the host has been told of an assistant message: each message gets exactly one
-/// `message_start` and one `message_end`, on every path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Told {
-    Nothing,
-    Started,
-    Ended,
-}
-
-impl Told {
-    pub fn started(started: bool) -> Told {
-        if started {
-            Told::Started
-        } else {
-            Told::Nothing
-        }
-    }
+    crate::settings::get().stream_idle_timeout
 }
 
 /// The status line shown while a retry waits; cleared when the retry ends either way.
@@ -109,11 +36,7 @@ impl SessionLoop {
 
     /// The next timer: a retry back-off, or the stall watchdog of a stream.
     pub fn deadline(&self) -> Option<Instant> {
-        match &self.run.as_ref()?.phase {
-            Phase::RetryWait { until, .. } => Some(*until),
-            Phase::Streaming { last_event, .. } => Some(*last_event + stall_timeout()),
-            _ => None,
-        }
+        self.run.as_ref()?.deadline(stall_timeout())
     }
 
     /// Starts a run with the given prompt messages (the queue of steering messages follows them).
@@ -125,17 +48,7 @@ impl SessionLoop {
     /// `agent_start`: the session is busy from here; returns the run's generation.
     pub(super) fn open_run(&mut self) -> u64 {
         let generation = self.next_generation();
-        self.run = Some(Run {
-            generation,
-            produced: Vec::new(),
-            phase: Phase::Idle,
-            retry_attempt: 0,
-            deferred_bash: Vec::new(),
-            overflow_compacted: false,
-            todo_reminders: 0,
-            stop: None,
-            denied: Vec::new(),
-        });
+        self.run = Some(Run::new(generation));
         self.emit(AgentEvent::AgentStart {});
         generation
     }
@@ -247,14 +160,14 @@ impl SessionLoop {
             .map(|m| AssistantMessage::empty(m.api.as_str(), &m.provider, &m.id))
             .unwrap_or_else(|| AssistantMessage::empty("", "", ""));
         if let Some(run) = &mut self.run {
-            run.phase = Phase::Streaming {
+            run.enter(Phase::Streaming {
                 stream,
                 handle,
                 partial,
                 started: false,
                 last_event: Instant::now(),
                 watch,
-            };
+            });
         }
     }
 
@@ -306,12 +219,12 @@ impl SessionLoop {
             return self.end_turn(message, Vec::new());
         }
         if let Some(run) = &mut self.run {
-            run.phase = Phase::Tools {
+            run.enter(Phase::Tools {
                 assistant: message,
                 pending: calls,
                 running: None,
                 results: Vec::new(),
-            };
+            });
         }
         self.next_tool();
     }
@@ -391,7 +304,7 @@ impl SessionLoop {
     pub fn abort_run(&mut self) {
         self.abort_compaction();
         let Some(run) = &mut self.run else { return };
-        let phase = std::mem::replace(&mut run.phase, Phase::Idle);
+        let phase = run.leave();
         let attempt = run.retry_attempt;
         match phase {
             // The prompt never reached the context: the run ends with no message.
@@ -458,13 +371,12 @@ impl SessionLoop {
     /// `abort_retry`: gives up the pending retry; the failed message ends the run.
     pub fn abort_retry(&mut self) {
         let Some(run) = &mut self.run else { return };
-        if !matches!(run.phase, Phase::RetryWait { .. }) {
+        if !matches!(run.phase(), Phase::RetryWait { .. }) {
             return;
         }
         let attempt = run.retry_attempt;
         run.retry_attempt = 0;
-        let Phase::RetryWait { failed, told, .. } = std::mem::replace(&mut run.phase, Phase::Idle)
-        else {
+        let Phase::RetryWait { failed, told, .. } = run.leave() else {
             return;
         };
         self.emit(AgentEvent::AutoRetryEnd {

@@ -7,17 +7,15 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::{Tool, ToolContext};
 use crate::gates::{GateRequest, OpenWhat};
 use crate::protocol::message::ToolOutput;
-use crate::tools::{Tool, ToolContext};
-
-pub const NAME: &str = "workflow_gate";
 
 pub struct WorkflowGateTool;
 
 impl Tool for WorkflowGateTool {
     fn name(&self) -> &str {
-        NAME
+        crate::workflow::GATE_TOOL
     }
 
     fn description(&self) -> String {
