@@ -12,7 +12,7 @@
 //! Set `GJC_BIN` to drive a separately built `gjc` instead. The project and the agent dir
 //! (`GJC_CODING_AGENT_DIR`: sessions, the session registry) are temporary and removed at exit.
 //!
-//! Run: `cargo run --release --example editor_host [-- --scripted]`
+//! Run: `cargo run --profile example --example editor_host [-- --scripted]`
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

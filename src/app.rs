@@ -286,10 +286,12 @@ impl Threads {
             });
             kept = Some(sessions);
         }
-        if let Some(signals) = signals {
-            watch_signals(signals, control.clone(), parent);
+        // The parent-death signal comes at every reparenting, so the pid poll is only needed
+        // when its handler could not be installed.
+        match signals {
+            Some(signals) => watch_signals(signals, control.clone(), parent),
+            None => watch_parent(control.clone(), parent),
         }
-        watch_parent(control.clone(), parent);
         Ok(Threads {
             crashed,
             control,
@@ -568,8 +570,8 @@ fn arm_parent_death() {
     }
 }
 
-/// A poll of the parent pid, for where the parent-death signal does not reach (other systems,
-/// or signal handlers that could not be installed).
+/// A poll of the parent pid, for when the signal handlers could not be installed (the
+/// parent-death signal then has no one to tell).
 fn watch_parent(control: Sender<ControlFrame>, parent: Parent) {
     spawn("gjc-parent", move || loop {
         std::thread::sleep(Duration::from_millis(500));

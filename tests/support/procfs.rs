@@ -1,5 +1,5 @@
 //! What /proc says about a process: its threads, its memory, its CPU time. Shared by the
-//! integration tests and, through `#[path]`, by the benchmark examples.
+//! integration tests and, through `#[path]`, by the benchmarks (benches/).
 #![allow(dead_code)]
 
 /// The names of a process's threads.

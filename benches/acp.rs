@@ -2,7 +2,7 @@
 //! `initialize` answered and spawn → `session/new` answered; for `--mode rpc`, spawn → `ready`
 //! and spawn → first `get_state` response; idle RSS after each.
 //!
-//! Run: `cargo build --release --bin gjc --example bench_acp && target/release/examples/bench_acp [runs]`
+//! Run: `cargo bench --bench acp [-- runs]`
 
 mod common;
 
@@ -102,10 +102,7 @@ fn rpc(gjc: &Path, dirs: (&Path, &Path)) -> Sample {
 }
 
 fn main() {
-    let runs: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(20);
+    let runs: usize = args().next().and_then(|a| a.parse().ok()).unwrap_or(20);
     let gjc = gjc_bin();
     assert!(gjc.is_file(), "no gjc binary at {}", gjc.display());
     let agent = tempfile::tempdir().expect("agent dir");

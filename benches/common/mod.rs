@@ -1,4 +1,5 @@
-//! Shared by the benchmark examples: statistics, process memory, the gjc binary.
+//! Shared by the benchmarks (`cargo bench --bench <name>`): statistics, process memory, the gjc
+//! binary, the command line.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -30,17 +31,21 @@ pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// The binary next to this example (`target/<profile>/gjc`).
+/// `GJC_BIN` when set, else the `gjc` that cargo built with this benchmark (same profile).
 pub fn gjc_bin() -> PathBuf {
-    gjc::client::RpcClient::default_program()
+    std::env::var_os("GJC_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_gjc")))
 }
 
-pub fn sibling(name: &str) -> PathBuf {
-    std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join(name)
+/// The benchmark's own arguments (what follows `--` in `cargo bench --bench <name> -- ...`),
+/// without the `--bench` flag that `cargo bench` appends for test harnesses.
+pub fn args() -> std::vec::IntoIter<String> {
+    std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect::<Vec<_>>()
+        .into_iter()
 }
 
 /// Whether a process whose command line contains `pattern` exists.

@@ -7,7 +7,7 @@
 //!   the child's three system calls and the confined exec add), and the one-time preparation of
 //!   a policy's ruleset and filter, in microseconds.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_sandbox`
+//! Run: `cargo bench --bench sandbox`
 
 mod common;
 

@@ -9,12 +9,12 @@
 //!   the same stream, and beside another gjc binary (`GJC_BASELINE_BIN`, e.g. a previous release)
 //!   when one is given;
 //! - the same 1,000-delta turn (compact frames) with 50 conditional rules loaded that never match,
-//!   beside the turn with no rules (`bench_stream rules` runs only this; with `GJC_BASELINE_BIN`
+//!   beside the turn with no rules (`cargo bench --bench stream -- rules` runs only this; with `GJC_BASELINE_BIN`
 //!   that binary's two turns are measured in the same rounds);
 //! - a 20-step tool loop on the scripted provider with a trivial `before_tool_call` hook, per
-//!   iteration beside the same loop without hooks (`bench_stream hooks` runs only this).
+//!   iteration beside the same loop without hooks (`cargo bench --bench stream -- hooks` runs only this).
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_stream`
+//! Run: `cargo bench --bench stream`
 
 mod common;
 #[path = "../tests/support/fake_provider.rs"]
@@ -478,14 +478,14 @@ fn spawn_directly(hook: &std::path::Path, input: &std::path::Path, n: usize) -> 
 }
 
 fn main() {
-    match std::env::args().nth(1).as_deref() {
+    match args().next().as_deref() {
         Some("rules") => return rules_turn(1_000),
         Some("hooks") => return hook_loop_overhead(),
         Some("abort") => return abort_latency(),
         _ => {}
     }
-    let n: usize = std::env::args()
-        .nth(1)
+    let n: usize = args()
+        .next()
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000);
     reference_turn(1_000);

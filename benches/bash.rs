@@ -5,7 +5,7 @@
 //!   peak RSS growth, and a check that truncation and the spill file are exact;
 //! - `abort_bash` while `sleep 100` runs: response latency and time until the group is gone.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_bash`
+//! Run: `cargo bench --bench bash`
 
 mod common;
 

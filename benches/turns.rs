@@ -5,7 +5,7 @@
 //!   the fake provider accepted;
 //! - the same loop with a host tool (`set_host_tools`; this process answers each
 //!   `host_tool_call`);
-//! - the floor: this program run as `bench_turns floor <base url> <n> <bash|host>`, a trivial
+//! - the floor: this program run as `turns floor <base url> <n> <bash|host>`, a trivial
 //!   process that asks the fake provider for each turn (a tiny request on one kept-alive
 //!   connection), reads the answer, and runs `echo hi` (or echoes a line through `cat` for the
 //!   host-tool loop);
@@ -29,8 +29,8 @@
 //! last reading); the 20-iteration figures are sums over 25 fresh processes. The fake provider does not parse request bodies here, so its
 //! own work does not grow with the history.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_turns`
-//! (`bench_turns 20 200` runs only those sizes; `no-usage` sends replies without usage;
+//! Run: `cargo bench --bench turns`
+//! (`cargo bench --bench turns -- 20 200` runs only those sizes; `no-usage` sends replies without usage;
 //! `host-only` or `bash-only` runs one of the loops; `runs=N` repeats every loop N times (by
 //! default 25, 9 and 5 times for short, middle and long loops); `GJC_BASE_BIN=<another gjc>`
 //! runs every loop with that binary too, for a baseline from the same run).
@@ -601,7 +601,7 @@ impl Shape {
     }
 }
 
-/// `bench_turns floor <base url> <n> <bash|host> [chores <frames> <frame bytes> <session bytes>
+/// `turns floor <base url> <n> <bash|host> [chores <frames> <frame bytes> <session bytes>
 /// <first body> <last body>]`: prints wall, CPU, tail wall, tail CPU (ms), RSS and peak RSS (MB).
 fn floor_main(base_url: &str, n: usize, mode: &str, chores: Option<ChoreSizes>, shape: bool) {
     let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
@@ -778,7 +778,7 @@ fn run(fake: &FakeProvider, kind: Kind, sizes: &[usize], runs: Option<usize>) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = args().collect();
     if args.first().map(String::as_str) == Some("floor") {
         let number = |i: usize| args[i].parse::<usize>().unwrap();
         let shape = args.get(4).is_some_and(|a| a == "shape");

@@ -3,7 +3,7 @@
 //! process's idle peak measured just before the prompt. Also the time from prompt to `agent_end`
 //! and the error the run ended with. Medians over the runs.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_sse_line [runs]`
+//! Run: `cargo bench --bench sse_line [-- runs]`
 
 mod common;
 #[path = "../tests/support/fake_provider.rs"]
@@ -88,10 +88,7 @@ fn mb(kib: f64) -> f64 {
 }
 
 fn main() {
-    let runs: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(5);
+    let runs: usize = args().next().and_then(|a| a.parse().ok()).unwrap_or(5);
     println!("gjc: {}", gjc_bin().display());
     let samples: Vec<Sample> = (0..runs).map(|_| measure()).collect();
     let column = |f: &dyn Fn(&Sample) -> f64| -> f64 {

@@ -3,7 +3,7 @@
 //! reading stdout (then reads everything). Each figure is the median of a few runs; the idle RSS
 //! comes from the same processes.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_inbound [runs] [commands]`
+//! Run: `cargo bench --bench inbound [-- runs [commands]]`
 //! (`GJC_BIN=/path/to/gjc` measures another build.)
 
 mod common;
@@ -25,7 +25,7 @@ struct Proc {
     _home: tempfile_dir::Dir,
 }
 
-/// A private scratch HOME, removed afterwards (examples have no tempfile dependency).
+/// A private scratch HOME, removed afterwards.
 mod tempfile_dir {
     pub struct Dir(pub std::path::PathBuf);
 
@@ -182,7 +182,7 @@ fn mb(kib: f64) -> String {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = args();
     let runs: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
     let n: usize = args
         .next()

@@ -2,7 +2,7 @@
 //! `host_tool_call` (the result reaches the agent, the next model request is made, its tool call
 //! reaches the host), median and p99, beside a bare pipe echo (`cat`) in the same run.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_host`
+//! Run: `cargo bench --bench host`
 
 mod common;
 

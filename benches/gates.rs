@@ -3,7 +3,7 @@
 //! the waiting `ask` call, marked advanced, persisted again), median and p99 over one `ask` call
 //! of many questions, beside a plain `get_state` round trip in the same run.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_gates`
+//! Run: `cargo bench --bench gates`
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! `grep` and `find` tools on a generated 100,000-file tree, beside `rg` and `find` when they are
 //! installed, in the same run.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_search [files]`
+//! Run: `cargo bench --bench search [-- files]`
 
 mod common;
 
@@ -46,8 +46,8 @@ fn have(program: &str) -> bool {
 }
 
 fn main() {
-    let files: usize = std::env::args()
-        .nth(1)
+    let files: usize = args()
+        .next()
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000);
     let tree = tempfile::tempdir().unwrap();

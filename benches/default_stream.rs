@@ -6,7 +6,7 @@
 //!
 //! The host reads raw lines on a thread and parses only its own responses.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_default_stream`
+//! Run: `cargo bench --bench default_stream`
 //! (`... get_state` for the latency part only; `GJC_BIN=path` measures another gjc binary).
 
 mod common;
@@ -214,7 +214,7 @@ fn main() {
     fake.skip_bodies();
     get_state_during_stream(&fake, 10_000);
     // `get_state` alone skips the long peak-RSS turns.
-    if std::env::args().nth(1).as_deref() != Some("get_state") {
+    if args().next().as_deref() != Some("get_state") {
         peak_rss(&fake, 100_000);
     }
 }

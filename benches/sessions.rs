@@ -4,11 +4,11 @@
 //! byte of its response line; the host's own parse of that line is printed on its own, and so is
 //! `cat` moving the same bytes into the same host (the floor under any reader of those bytes).
 //!
-//! `bench_sessions big` instead switches to a 100,000-message session: peak RSS during the switch
+//! `cargo bench --bench sessions -- big` instead switches to a 100,000-message session: peak RSS during the switch
 //! and the time from closing stdin to the process exiting afterwards, beside an idle gjc's;
 //! `GJC_BASELINE_BIN=<another gjc>` measures that binary too, in the same rounds.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_sessions`
+//! Run: `cargo bench --bench sessions`
 
 mod common;
 
@@ -211,7 +211,7 @@ fn big() {
 }
 
 fn main() {
-    if std::env::args().nth(1).as_deref() == Some("big") {
+    if args().next().as_deref() == Some("big") {
         return big();
     }
     let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,7 @@
 //! `GJC_BASELINE_BIN` runs the same against another gjc binary (e.g. a previous release); its
 //! waits are capped at 3 s.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_backpressure`
+//! Run: `cargo bench --bench backpressure`
 
 mod common;
 

@@ -1,13 +1,16 @@
 //! Startup benchmark: spawn → `ready`, spawn → first `get_state` response, and RSS when idle after
-//! ready, for one or more gjc binaries and for a baseline process (baseline_echo) measured in the
-//! same run, interleaved.
+//! ready, for one or more gjc binaries and for a baseline process (`common/baseline_echo.rs`, this
+//! program started again as the least a JSON-lines process can do) measured in the same run,
+//! interleaved.
 //!
-//! Run: `cargo build --release --bins --examples && target/release/examples/bench_startup [runs] [gjc...]`
+//! Run: `cargo bench --bench startup [-- runs [gjc...]]`
 //!
-//! Without binaries it measures the gjc next to it (`target/release/gjc`, or `GJC_BIN`). To compare
-//! the plain build with the release script's: `.cargo/release.sh` then
-//! `target/release/examples/bench_startup 30 target/release/gjc target/x86_64-unknown-linux-gnu/release/gjc target/x86_64-unknown-linux-musl/release/gjc`.
+//! Without binaries it measures the gjc that cargo built with it (`target/release/gjc`, or
+//! `GJC_BIN`). To compare the plain build with the release script's: `.cargo/release.sh` then
+//! `cargo bench --bench startup -- 30 target/release/gjc target/x86_64-unknown-linux-gnu/release/gjc target/x86_64-unknown-linux-musl/release/gjc`.
 
+#[path = "common/baseline_echo.rs"]
+mod baseline_echo;
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
@@ -24,8 +27,13 @@ struct Sample {
 }
 
 fn measure(program: &Path, args: &[&str], agent_dir: &Path) -> Sample {
+    let mut command = Command::new(program);
+    if args.is_empty() {
+        // No arguments: the baseline, which is this program.
+        command.env(baseline_echo::MARKER, "1");
+    }
     let started = Instant::now();
-    let mut child = Command::new(program)
+    let mut child = command
         .args(args)
         .env("GJC_CODING_AGENT_DIR", agent_dir)
         .stdin(Stdio::piped())
@@ -59,7 +67,10 @@ fn measure(program: &Path, args: &[&str], agent_dir: &Path) -> Sample {
 }
 
 fn main() {
-    let mut argv = std::env::args().skip(1);
+    if std::env::var_os(baseline_echo::MARKER).is_some() {
+        return baseline_echo::main();
+    }
+    let mut argv = args();
     let runs: usize = argv.next().and_then(|a| a.parse().ok()).unwrap_or(30);
     let mut programs: Vec<PathBuf> = argv.map(PathBuf::from).collect();
     if programs.is_empty() {
@@ -68,11 +79,7 @@ fn main() {
     for p in &programs {
         assert!(p.is_file(), "no gjc binary at {}", p.display());
     }
-    let baseline = sibling("baseline_echo");
-    assert!(
-        baseline.is_file(),
-        "build the examples first: cargo build --release --bins --examples"
-    );
+    let baseline = std::env::current_exe().expect("this benchmark's path");
     // Sessions and the registry go to a folder removed at exit, not to ~/.gjc.
     let agent_dir = tempfile::Builder::new()
         .prefix("gjc-bench-agent-")
