@@ -23,7 +23,7 @@
 //! Each gjc-session hands work to, and hears back from:
 //!   gjc-provider  a kept worker per model request ── ProviderMsg   (waits as gjc-idle)
 //!   gjc-tool      a kept worker per tool call ── ToolMsg           (waits as gjc-idle)
-//!   gjc-bash      one per process: every child, jobs tagged with their session ── BashEvent
+//!   gjc-bash      one per process: every shell command, tagged with its session ── BashEvent
 //!   gjc-host      one per process: host callbacks, tagged with their session ─► output lane
 //!   gjc-hook      short-lived: observer and before_prompt hooks
 //!   gjc-load      scoped: one range of a session file being loaded
