@@ -1,4 +1,5 @@
-//! Command-line arguments (clap). RPC mode is the only mode; every other input arrives as frames.
+//! Command-line arguments (clap): the start-up choices; `--mode` picks the front end (RPC or ACP),
+//! and every other input arrives on stdin.
 
 use std::path::PathBuf;
 

@@ -3,8 +3,9 @@
 
 use clap::Parser;
 
-/// Parses the command line, sets up logging on stderr and runs RPC mode. Returns the exit code:
-/// 0 after a clean shutdown, 2 for a bad command line, 101 when a role thread crashed.
+/// Parses the command line, sets up logging on stderr and runs the front end `--mode` chooses.
+/// Returns the exit code: 0 after a clean shutdown, 2 for a bad command line, 101 when a role
+/// thread crashed.
 pub fn main() -> i32 {
     // Taken before anything else: a parent that dies during start-up is still noticed.
     let parent = crate::app::Parent::current();

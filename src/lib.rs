@@ -1,14 +1,35 @@
-//! gjc: a coding agent driven over newline-delimited JSON on stdio (`gjc --mode rpc`).
+//! gjc: a coding agent driven over newline-delimited JSON on stdio (`gjc --mode rpc`) or the Agent
+//! Client Protocol (`gjc --mode acp`).
 //!
-//! The process is a set of named OS threads that talk only through crossbeam channels:
+//! The process is a set of named OS threads that talk only through crossbeam channels. Two front
+//! ends sit over one session host (`sessions`), which runs each live session as an actor on a
+//! `gjc-session` thread of its own: RPC mode one, ACP mode one per `session/new` (and per
+//! `session/load` or `session/resume` of a session that is not live).
 //!
 //! ```text
-//! stdin ─► gjc-stdin ─┬─ control (abort, abort_bash, abort_retry) ─┐
-//!                     ├─ commands (everything else, in order) ─────┼─► gjc-session ─► out ─► gjc-stdout ─► stdout
-//!                     └─ host replies ─► gjc-host ──────────────────┼────────────────────┘
-//!  gjc-provider (a kept thread per model request) ── ProviderMsg ─┤
-//!  gjc-tool (a kept thread per tool call) ── ToolMsg ─────────────┤
-//!  gjc-bash (owns child processes) ── BashEvent ──────────────────┘
+//!           RPC (--mode rpc)                            ACP (--mode acp)
+//! stdin ─► gjc-stdin ─┬─ host replies ─► gjc-host   stdin ─► gjc-acp-in ─► gjc-acp ─► stdout
+//!                     │ control; commands                        │              │ commands,
+//!                     │ (through gjc-stdin-queue                 │ cancel       │ control
+//!                     │ when the lane is full)                   │ (control)    │
+//!                     ▼                                          ▼              ▼
+//! ┌──── session host (src/sessions): starts, routes to and reaps session actors ────┐
+//! │  RPC: one gjc-session                       ACP: gjc-session  gjc-session  …    │
+//! └────────┬──────────────────────────────────────────────────┬─────────────────────┘
+//!          │ frames tagged with the session's number          │
+//!          ▼                                                  ▼
+//! output lane ─► gjc-stdout ─► stdout              output lane ─► gjc-acp (above) ─► stdout
+//!
+//! Each gjc-session hands work to, and hears back from:
+//!   gjc-provider  a kept worker per model request ── ProviderMsg   (waits as gjc-idle)
+//!   gjc-tool      a kept worker per tool call ── ToolMsg           (waits as gjc-idle)
+//!   gjc-bash      one per process: every shell command, tagged with its session ── BashEvent
+//!   gjc-host      one per process: host callbacks, tagged with their session ─► output lane
+//!   gjc-hook      short-lived: observer and before_prompt hooks
+//!   gjc-load      scoped: one range of a session file being loaded
+//!   gjc-list      one list_sessions listing         gjc-discover  one model discovery
+//!   gjc-mcp-*     its MCP servers: -start, -read, -stderr, -list (-spawn: one per process)
+//! And for the process: gjc-signal (signals, parent death), gjc-parent (parent pid) ─► shutdown
 //! ```
 //!
 //! `docs/architecture.md` describes owners, channels and shutdown; `docs/protocol.md` the wire.

@@ -1,4 +1,5 @@
-//! The `gjc` binary: parse the command line, set up logging on stderr, run RPC mode.
+//! The `gjc` binary: the sandbox launcher when asked, else parse the command line, set up logging
+//! on stderr and run the front end `--mode` chooses (RPC or ACP).
 
 use std::process::ExitCode;
 
