@@ -29,7 +29,7 @@
 //!   gjc-load      scoped: one range of a session file being loaded
 //!   gjc-list      one list_sessions listing         gjc-discover  one model discovery
 //!   gjc-mcp-*     its MCP servers: -start, -read, -stderr, -list (-spawn: one per process)
-//! And for the process: gjc-signal (signals, parent death), gjc-parent (parent pid) ─► shutdown
+//! And for the process: gjc-signal (signals, parent death; or gjc-parent, a pid poll) ─► shutdown
 //! ```
 //!
 //! `docs/architecture.md` describes owners, channels and shutdown; `docs/protocol.md` the wire.
