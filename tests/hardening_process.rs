@@ -340,8 +340,7 @@ fn a_running_command_adds_no_thread() {
     let mut g = gjc().spawn();
     g.ok(json!({"type": "get_state"}));
     let pid = g.client.pid();
-    let mut idle = crate::support::procfs::threads(pid);
-    idle.sort();
+    let idle = crate::support::procfs::named_threads(pid);
     g.client
         .send(&json!({"id": "b", "type": "bash", "command":
             "head -c 3000000 /dev/zero | tr '\\0' x; echo; : > started.tmp; mv started.tmp started; sleep 1000"}))
@@ -352,8 +351,7 @@ fn a_running_command_adds_no_thread() {
         assert!(Instant::now() < deadline, "the command never got going");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let mut busy = crate::support::procfs::threads(pid);
-    busy.sort();
+    let busy = crate::support::procfs::named_threads(pid);
     g.ok(json!({"type": "abort_bash"}));
     let d = g.client.wait_for(|f| f["id"] == "b", TIMEOUT).unwrap();
     assert_eq!(busy, idle, "threads while a command runs");

@@ -14,6 +14,22 @@ pub fn threads(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The thread names once every thread has named itself: a thread just started still carries
+/// the process's name (`gjc`) until its first instructions set its own, so a snapshot taken in
+/// that moment would count one thread twice under another name. Only the main thread is `gjc`.
+pub fn named_threads(pid: u32) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut names = threads(pid);
+        let unnamed = names.iter().filter(|n| n.as_str() == "gjc").count();
+        if unnamed <= 1 || std::time::Instant::now() >= deadline {
+            names.sort();
+            return names;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// A field of /proc/<pid>/status in KiB (`VmRSS:`, `VmHWM:`; the colon is optional).
 pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
