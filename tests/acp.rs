@@ -3,6 +3,7 @@
 //! each `session/update` and each request to the client must deserialize into its type.
 
 /// File delegation keeps to the session's roots, with normalised paths.
+mod apart;
 mod confine;
 /// Many live sessions in one process.
 mod live;
