@@ -1,6 +1,8 @@
 //! Many live ACP sessions in one process, against baselines from the same run:
 //! - two sessions streaming `deltas` text deltas each at once, beside a lone session streaming
-//!   the same (wall from the prompts to the last answer; rounds interleaved; target ≤ 1.2×);
+//!   the same (wall from the prompts to the last answer; rounds interleaved; target ≤ 1.2×),
+//!   with the floor this machine puts under that ratio: twice a lone turn's CPU time spread over
+//!   every core;
 //! - RSS added per idle live session (target ≤ 0.5 MB), and the RSS of `idle` idle live
 //!   sessions in one process (target ≤ 64 MB), beside the process with one session.
 //!
@@ -101,8 +103,10 @@ impl Acp {
         answer[0]["sessionId"].as_str().unwrap().to_string()
     }
 
-    /// Prompts each of `sessions` at once; the wall until every turn has ended, in ms.
-    fn prompt_all(&mut self, sessions: &[&str]) -> f64 {
+    /// Prompts each of `sessions` at once and times them.
+    fn prompt_all(&mut self, sessions: &[&str]) -> Turns {
+        let cpu = cpu_ms(self.child.id(), None) + cpu_ms(std::process::id(), None);
+        let writer = cpu_ms(self.child.id(), Some("gjc-acp"));
         let started = Instant::now();
         let ids: Vec<i64> = sessions
             .iter()
@@ -114,7 +118,11 @@ impl Acp {
         for answer in self.answers(&ids) {
             assert_eq!(answer["stopReason"], "end_turn", "{answer}");
         }
-        started.elapsed().as_secs_f64() * 1000.0
+        Turns {
+            wall: started.elapsed().as_secs_f64() * 1000.0,
+            cpu: cpu_ms(self.child.id(), None) + cpu_ms(std::process::id(), None) - cpu,
+            writer: cpu_ms(self.child.id(), Some("gjc-acp")) - writer,
+        }
     }
 
     fn rss_mb(&self) -> f64 {
@@ -134,6 +142,35 @@ impl Acp {
         drop(self.stdin.take());
         let _ = self.child.wait();
     }
+}
+
+/// Turns prompted at once, in ms: the wall until every one has ended, the CPU time gjc and this
+/// benchmark spent meanwhile, and the part of it spent by gjc's one ACP writer.
+struct Turns {
+    wall: f64,
+    cpu: f64,
+    writer: f64,
+}
+
+/// CPU time of the threads of process `pid` so far (those named `thread`, else all), in ms
+/// (`schedstat`: nanoseconds on CPU).
+fn cpu_ms(pid: u32, thread: Option<&str>) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    let named = |t: &std::fs::DirEntry| match thread {
+        Some(name) => {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)
+        }
+        None => true,
+    };
+    let ns: u64 = tasks
+        .flatten()
+        .filter(named)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 / 1e6
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -170,13 +207,24 @@ fn main() {
     let (a, b) = (g.new_session(&project), g.new_session(&project));
     g.prompt_all(&[&a]);
     g.prompt_all(&[&a, &b]);
-    let (mut lone, mut pair) = (Vec::new(), Vec::new());
+    let (mut lone, mut pair, mut lone_cpu, mut writer) = (vec![], vec![], vec![], vec![]);
     for _ in 0..rounds {
-        lone.push(g.prompt_all(&[&a]));
-        pair.push(g.prompt_all(&[&a, &b]));
+        let turn = g.prompt_all(&[&a]);
+        lone.push(turn.wall);
+        lone_cpu.push(turn.cpu);
+        writer.push(turn.writer);
+        pair.push(g.prompt_all(&[&a, &b]).wall);
     }
     g.close();
     let (lone, pair) = (median(lone), median(pair));
+    let (lone_cpu, writer) = (median(lone_cpu), median(writer));
+    // Two turns are twice a lone turn's work. They cannot end sooner than that work spread over
+    // every core, nor sooner than twice the writer's part, since every frame of every session
+    // leaves through the one ACP writer (one stdout).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let floor = (2.0 * lone_cpu / cores / lone)
+        .max(2.0 * writer / lone)
+        .max(1.0);
     println!("{rounds} rounds, {deltas} deltas a turn, medians:");
     println!("  lone session streaming (ms)            {lone:10.2}");
     println!("  two sessions streaming at once (ms)    {pair:10.2}");
@@ -184,6 +232,9 @@ fn main() {
         "  ratio (target <= 1.2)                  {:10.2}",
         pair / lone
     );
+    println!("  CPU of a lone turn, gjc + reader (ms)  {lone_cpu:10.2}");
+    println!("  of which the one ACP writer (ms)       {writer:10.2}");
+    println!("  floor of the ratio on {cores} cores        {floor:10.2} (the work twice, over the cores or the writer)");
 
     let mut g = Acp::start(&agent, &project, &script);
     g.new_session(&project);
