@@ -146,8 +146,8 @@ pub struct SessionLoop {
     unattended: crate::control::Plane,
     /// The kernel sandbox commands run in (`sandbox.rs`).
     sandbox: crate::sandbox::Sandbox,
-    /// The session's MCP servers (`mcp.rs`); a front end may hand some over before `run`.
-    pub mcp: mcp::McpServers,
+    /// The session's MCP servers (`mcp.rs`).
+    mcp: mcp::McpServers,
 }
 
 enum Event {
