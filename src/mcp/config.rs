@@ -304,6 +304,35 @@ mod tests {
         assert!(expand("${TOKEN", &vars).is_err());
     }
 
+    /// A config file that is a FIFO, a link to `/dev/zero` or too large is an error for that
+    /// file at once (nothing blocks or reads without end), and the other file still counts.
+    #[test]
+    fn hostile_config_files_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let (agent, project) = (dir.path().join("agent"), dir.path().join("project"));
+        std::fs::create_dir_all(project.join(".gjc")).unwrap();
+        std::fs::create_dir_all(&agent).unwrap();
+        let good = r#"{"mcpServers": {"ok": {"command": "true"}}}"#;
+        std::fs::write(project.join(".gjc/mcp.json"), good).unwrap();
+        let fifo = std::ffi::CString::new(agent.join("mcp.json").to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo only reads the NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let (servers, errors) = load(&agent, &project, true);
+        assert_eq!(servers.len(), 1, "{errors:?}");
+        assert_eq!(errors.len(), 1, "the FIFO is refused: {errors:?}");
+
+        std::fs::remove_file(agent.join("mcp.json")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", agent.join("mcp.json")).unwrap();
+        let (servers, errors) = load(&agent, &project, true);
+        assert_eq!((servers.len(), errors.len()), (1, 1), "{errors:?}");
+
+        std::fs::remove_file(agent.join("mcp.json")).unwrap();
+        let huge = vec![b' '; MAX_FILE_BYTES as usize + 1];
+        std::fs::write(agent.join("mcp.json"), huge).unwrap();
+        let (servers, errors) = load(&agent, &project, true);
+        assert_eq!((servers.len(), errors.len()), (1, 1), "{errors:?}");
+    }
+
     #[test]
     fn parses_stdio_and_http_and_checks_names() {
         let text = r#"{"mcpServers": {
