@@ -9,6 +9,8 @@ use clap::Parser;
 pub fn main() -> i32 {
     // Taken before anything else: a parent that dies during start-up is still noticed.
     let parent = crate::app::Parent::current();
+    // Before any other thread exists, so every one of them inherits it.
+    crate::sched::batch_own_threads();
     crate::memory::limit_arenas();
     let args = crate::cli::Args::parse();
     if let Some(name) = &args.print_schema {

@@ -97,6 +97,8 @@ pub mod rules;
 #[cfg(all(feature = "agent", target_os = "linux"))]
 pub mod sandbox;
 #[cfg(feature = "agent")]
+pub mod sched;
+#[cfg(feature = "agent")]
 pub mod secrets;
 #[cfg(feature = "agent")]
 pub mod session;

@@ -358,3 +358,25 @@ fn a_running_command_adds_no_thread() {
     assert_eq!(d["data"]["cancelled"], true, "{d}");
     assert_eq!(d["data"]["truncated"], true, "{d}");
 }
+
+/// gjc's own threads run under `SCHED_BATCH` (src/sched.rs), so a woken thread does not take the
+/// core from the one that woke it; what it runs for the user gets the default policy back.
+#[test]
+fn gjc_threads_are_batched_and_the_commands_it_runs_are_not() {
+    const SCHED_OTHER: u32 = 0;
+    const SCHED_BATCH: u32 = 3;
+    let mut g = gjc().spawn();
+    g.ok(json!({"type": "get_state"}));
+    let threads = crate::support::procfs::thread_policies(g.client.pid());
+    assert!(threads.len() > 3, "{threads:?}");
+    for (name, policy) in &threads {
+        assert_eq!(*policy, SCHED_BATCH, "thread {name}: {threads:?}");
+    }
+    // awk reports its own policy: its name holds no space, so field 41 is the policy.
+    let d = g.ok(json!({"type": "bash", "command": "awk '{print $41}' /proc/self/stat"}));
+    assert_eq!(
+        d["output"].as_str().map(str::trim),
+        Some(SCHED_OTHER.to_string().as_str()),
+        "{d}"
+    );
+}

@@ -254,6 +254,7 @@ unsafe fn exec(args: &ChildArgs) -> c_int {
     if libc::getppid() != args.parent {
         libc::_exit(127);
     }
+    crate::sched::restore_in_child();
     for (from, to) in [
         (args.stdin, libc::STDIN_FILENO),
         (args.output, libc::STDOUT_FILENO),

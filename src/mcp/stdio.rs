@@ -85,6 +85,7 @@ pub fn spawn(
     unsafe {
         cmd.pre_exec(|| {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            crate::sched::restore_in_child();
             Ok(())
         });
     }

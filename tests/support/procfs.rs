@@ -30,6 +30,25 @@ pub fn named_threads(pid: u32) -> Vec<String> {
     }
 }
 
+/// Each thread's name with its scheduling policy (field 41 of its `stat`: 0 is `SCHED_OTHER`,
+/// 3 `SCHED_BATCH`).
+pub fn thread_policies(pid: u32) -> Vec<(String, u32)> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            // The name, in parentheses, may hold spaces: count fields after its end (state is 3).
+            let (head, rest) = stat.rsplit_once(')')?;
+            let name = head.split_once('(')?.1.to_string();
+            let policy = rest.split_whitespace().nth(41 - 3)?.parse().ok()?;
+            Some((name, policy))
+        })
+        .collect()
+}
+
 /// A field of /proc/<pid>/status in KiB (`VmRSS:`, `VmHWM:`; the colon is optional).
 pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
