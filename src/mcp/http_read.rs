@@ -18,6 +18,8 @@ use crate::provider::sse::{SseError, SseLimits, SseReader};
 const ERROR_BODY_BYTES: u64 = 64 * 1024;
 /// Events read after the reply, looking for the end of the body (to keep the connection).
 const EVENTS_AFTER_REPLY: usize = 4;
+/// How long the end of a body is waited for after the reply before its connection is dropped.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A POST the server did not answer with 2xx.
 pub(super) enum Refusal {
@@ -133,7 +135,7 @@ pub(super) fn exchange(shared: &Arc<Shared>, agent: ureq::Agent, message: &Value
             "cannot reach the server at {}: {e}",
             shared.url
         ))),
-        Ok(response) => answer(shared, response, &id, initialize),
+        Ok(response) => answer(shared, &agent, response, &id, initialize),
     };
     // Cancelled or closed meanwhile: the agent was shut down and nobody waits.
     if !shared.finish(key) {
@@ -155,6 +157,7 @@ fn failed(id: &Value, why: String) -> End {
 
 fn answer(
     shared: &Shared,
+    agent: &ureq::Agent,
     response: ureq::http::Response<ureq::Body>,
     id: &Value,
     initialize: bool,
@@ -198,7 +201,7 @@ fn answer(
         .to_ascii_lowercase();
     let body = response.into_body();
     if kind.starts_with("text/event-stream") {
-        read_stream(shared, body, id, initialize)
+        read_stream(shared, agent, body, id, initialize)
     } else if kind.starts_with("application/json") {
         read_json(shared, body, id, initialize)
     } else {
@@ -309,7 +312,13 @@ impl<R: Read> Read for Capped<R> {
     }
 }
 
-fn read_stream(shared: &Shared, body: ureq::Body, id: &Value, initialize: bool) -> End {
+fn read_stream(
+    shared: &Shared,
+    agent: &ureq::Agent,
+    body: ureq::Body,
+    id: &Value,
+    initialize: bool,
+) -> End {
     let limits = shared.limits;
     let capped = Capped {
         inner: body.into_reader(),
@@ -358,7 +367,7 @@ fn read_stream(shared: &Shared, body: ureq::Body, id: &Value, initialize: bool) 
         match serde_json::from_str::<Value>(&event.data) {
             Ok(value) => {
                 if hand_on_all(shared, value, id, initialize) {
-                    return End::Replied(at_end(&mut sse));
+                    return End::Replied(at_end(agent, &mut sse));
                 }
             }
             Err(_) => log::debug!("MCP server sent an event that is not JSON"),
@@ -366,14 +375,41 @@ fn read_stream(shared: &Shared, body: ureq::Body, id: &Value, initialize: bool) 
     }
 }
 
-/// Whether the stream ends right after the reply (then its connection can be kept).
-fn at_end(sse: &mut SseReader<impl std::io::BufRead>) -> bool {
+/// Whether the stream ends right after the reply (then its connection can be kept). A server
+/// that keeps the stream open does not keep this thread: after `LINGER` the connection is shut.
+fn at_end(agent: &ureq::Agent, sse: &mut SseReader<impl std::io::BufRead>) -> bool {
+    // Whoever settles first decides: the end read in time, or the watch shutting it down.
+    let settled = Arc::new(std::sync::Mutex::new(false));
+    let (done, wait) = crossbeam_channel::bounded::<()>(1);
+    let (watch, agent) = (settled.clone(), agent.clone());
+    let watching = std::thread::Builder::new()
+        .name("gjc-mcp-linger".into())
+        .spawn(move || {
+            if wait.recv_timeout(LINGER).is_err() {
+                let mut settled = watch.lock().unwrap_or_else(|e| e.into_inner());
+                if !*settled {
+                    *settled = true;
+                    agent.shutdown();
+                }
+            }
+        });
+    if watching.is_err() {
+        return false;
+    }
+    let mut ended = false;
     for _ in 0..EVENTS_AFTER_REPLY {
         match sse.next_event() {
-            Ok(None) => return true,
+            Ok(None) => {
+                ended = true;
+                break;
+            }
             Ok(Some(_)) => {}
-            Err(_) => return false,
+            Err(_) => break,
         }
     }
-    false
+    let mut settled = settled.lock().unwrap_or_else(|e| e.into_inner());
+    let kept = ended && !*settled;
+    *settled = true;
+    let _ = done.send(());
+    kept
 }

@@ -35,6 +35,8 @@ type Handler = dyn Fn(&Seen, &mut TcpStream) + Send + Sync;
 struct TestServer {
     url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Connections accepted.
+    connections: Arc<AtomicUsize>,
 }
 
 fn serve(handler: impl Fn(&Seen, &mut TcpStream) + Send + Sync + 'static) -> TestServer {
@@ -43,14 +45,21 @@ fn serve(handler: impl Fn(&Seen, &mut TcpStream) + Send + Sync + 'static) -> Tes
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let handler: Arc<Handler> = Arc::new(handler);
     let log = seen.clone();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let count = connections.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { return };
+            count.fetch_add(1, Ordering::SeqCst);
             let (log, handler) = (log.clone(), handler.clone());
             std::thread::spawn(move || connection(stream, &log, &*handler));
         }
     });
-    TestServer { url, seen }
+    TestServer {
+        url,
+        seen,
+        connections,
+    }
 }
 
 /// Serves requests on one kept-alive connection until it closes.
@@ -263,6 +272,14 @@ fn a_legacy_server_is_probed_initialized_and_called_with_its_session_and_headers
         );
     }
     assert_eq!(seen[1].header("mcp-session-id"), None);
+    // Answers read to their end leave their connection to the next POST: the refused probe's is
+    // dropped, `notifications/initialized` may need one while the end of `initialize`'s stream
+    // is still being read, and the calls go over a kept one.
+    let connections = server.connections.load(Ordering::SeqCst);
+    assert!(
+        (2..=3).contains(&connections),
+        "{connections} connections for 5 POSTs"
+    );
 
     // Closing ends the session with a DELETE carrying its id.
     client.close();
@@ -507,4 +524,29 @@ fn a_modern_error_in_a_400_body_makes_the_server_modern() {
     let listed = seen.last().unwrap();
     assert_eq!(listed.header("mcp-method"), Some("tools/list"));
     assert_eq!(listed.header("mcp-protocol-version"), Some("2026-07-28"));
+}
+
+#[test]
+fn a_stream_kept_open_after_its_reply_is_let_go() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let d = dropped.clone();
+    let server = serve(move |seen, stream| {
+        let reply = result(&seen.body, json!({"ok": true}));
+        let head =
+            format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {reply}\n\n");
+        let _ = stream.write_all(head.as_bytes());
+        // Comments, never an event, never the end.
+        let until = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < until && stream.write_all(b": still here\n\n").is_ok() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d.store(true, Ordering::SeqCst);
+    });
+    let (client, _) = http_client(&server.url, &[], Limits::default());
+    assert_eq!(call(&client, "tools/list"), Ok(json!({"ok": true})));
+    let until = Instant::now() + Duration::from_secs(4);
+    while !dropped.load(Ordering::SeqCst) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(dropped.load(Ordering::SeqCst), "the open stream was kept");
 }
