@@ -338,11 +338,19 @@ impl Transport for Http {
                 let (key, agent) = (id.to_string(), shared.agent());
                 lock(&shared.inflight).insert(key.clone(), agent.clone());
                 let (shared, message) = (shared.clone(), message.clone());
-                std::thread::Builder::new()
+                let spawned = std::thread::Builder::new()
                     .name("gjc-mcp-http".into())
-                    .spawn(move || http_read::exchange(&shared, agent, &message, &key))
-                    .map(|_| ())
-                    .map_err(|e| format!("cannot start a reader thread: {e}"))
+                    .spawn({
+                        let (shared, key) = (shared.clone(), key.clone());
+                        move || http_read::exchange(&shared, agent, &message, &key)
+                    });
+                match spawned {
+                    Ok(_) => Ok(()),
+                    Err(e) => {
+                        lock(&shared.inflight).remove(&key);
+                        Err(format!("cannot start a reader thread: {e}"))
+                    }
+                }
             }
             (Some("notifications/cancelled"), None) => {
                 // The call is over for the caller: its reader stops now, and the server hears
