@@ -7,6 +7,8 @@ mod apart;
 mod confine;
 /// Many live sessions in one process.
 mod live;
+/// An editor's streamable HTTP MCP server.
+mod mcp_http;
 /// `$/cancel_request`, a dead parent, a client that stops reading stdout.
 mod robust;
 /// The bash tool in the editor's terminal (`terminal/*`).
@@ -341,10 +343,7 @@ fn initialize_reports_capabilities_and_refuses_other_versions() {
     assert_eq!(caps["loadSession"], true);
     assert_eq!(caps["promptCapabilities"]["image"], true);
     assert_eq!(caps["promptCapabilities"]["embeddedContext"], true);
-    assert_eq!(
-        caps["mcpCapabilities"],
-        json!({"http": false, "sse": false})
-    );
+    assert_eq!(caps["mcpCapabilities"], json!({"http": true, "sse": false}));
     assert_eq!(value["authMethods"], json!([]));
     let id = g.request("authenticate", json!({"methodId": "none"}));
     assert_eq!(g.result(id), json!({}));

@@ -57,6 +57,8 @@ mod isolation;
 mod layout;
 /// MCP servers as tools, over stdio, against real servers.
 mod mcp;
+/// MCP servers as tools over streamable HTTP: the reference server and failure paths.
+mod mcp_http;
 /// Prompts, tool loops, steering and follow-ups.
 mod prompt;
 /// Recorded provider streams and what is sent back.

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::support::{gjc, Gjc, TIMEOUT};
 
-fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
 }
 
@@ -31,16 +31,16 @@ fn misbehaving(args: &[&str], tool_timeout: f64) -> Value {
     json!({"command": "node", "args": argv, "toolTimeoutSec": tool_timeout})
 }
 
-fn call(name: &str, args: Value) -> Value {
+pub(crate) fn call(name: &str, args: Value) -> Value {
     json!({"content": [{"type": "toolCall", "name": name, "arguments": args}]})
 }
 
-fn say(text: &str) -> Value {
+pub(crate) fn say(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}]})
 }
 
 /// Waits for `server` to reach `state` (its `mcp_server_state` event), returning the event.
-fn state_event(g: &mut Gjc, server: &str, state: &str) -> Value {
+pub(crate) fn state_event(g: &mut Gjc, server: &str, state: &str) -> Value {
     let frame = g
         .client
         .collect_until(
@@ -54,7 +54,7 @@ fn state_event(g: &mut Gjc, server: &str, state: &str) -> Value {
     frame.last().unwrap()["payload"]["event"].clone()
 }
 
-fn add(g: &mut Gjc, name: &str, config: Value) {
+pub(crate) fn add(g: &mut Gjc, name: &str, config: Value) {
     let reply = g.ok(json!({"type": "add_mcp_server", "name": name, "config": config}));
     assert!(reply["servers"]
         .as_array()
@@ -64,7 +64,7 @@ fn add(g: &mut Gjc, name: &str, config: Value) {
 }
 
 /// The run's tool results, by tool call, in order.
-fn results(events: &[Value]) -> Vec<Value> {
+pub(crate) fn results(events: &[Value]) -> Vec<Value> {
     events
         .iter()
         .filter(|e| e["type"] == "tool_execution_end")
@@ -72,7 +72,7 @@ fn results(events: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-fn text_of(result: &Value) -> String {
+pub(crate) fn text_of(result: &Value) -> String {
     result["result"]["content"]
         .as_array()
         .into_iter()

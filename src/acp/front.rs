@@ -308,7 +308,7 @@ impl<W: Write> Front<W> {
         let capabilities = AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
-            .mcp_capabilities(McpCapabilities::new())
+            .mcp_capabilities(McpCapabilities::new().http(true))
             .session_capabilities(super::sessions::capabilities());
         let response = InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(capabilities)

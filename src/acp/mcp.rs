@@ -1,7 +1,8 @@
 //! The editor's MCP servers (`mcpServers` of `session/new`, `session/load`, `session/resume`):
 //! handed to that session as `add_mcp_server` commands, replacing the ones the editor gave it
-//! before (each session has its own). stdio servers only, for now: HTTP and
-//! SSE ones are reported to the editor as not started.
+//! before (each session has its own). stdio and streamable HTTP servers are started; an SSE one
+//! (the old HTTP+SSE transport) is added too and fails with the reason, which the editor sees as
+//! a notice like any failed server.
 
 use std::io::Write;
 
@@ -18,21 +19,36 @@ impl<W: Write> Front<W> {
         }
         let mut skipped = Vec::new();
         for server in servers {
-            let McpServer::Stdio(stdio) = server else {
-                skipped.push(name_of(server));
-                continue;
+            let (name, config) = match server {
+                McpServer::Stdio(stdio) => {
+                    let env: Map<String, Value> = stdio
+                        .env
+                        .iter()
+                        .map(|v| (v.name.clone(), Value::String(v.value.clone())))
+                        .collect();
+                    let config = json!({
+                        "command": stdio.command.to_string_lossy(),
+                        "args": stdio.args,
+                        "env": env,
+                    });
+                    (&stdio.name, config)
+                }
+                McpServer::Http(http) => {
+                    let headers: Map<String, Value> = http
+                        .headers
+                        .iter()
+                        .map(|h| (h.name.clone(), Value::String(h.value.clone())))
+                        .collect();
+                    let config = json!({"type": "http", "url": http.url, "headers": headers});
+                    (&http.name, config)
+                }
+                McpServer::Sse(sse) => (&sse.name, json!({"type": "sse", "url": sse.url})),
+                _ => {
+                    skipped.push(name_of(server));
+                    continue;
+                }
             };
-            let env: Map<String, Value> = stdio
-                .env
-                .iter()
-                .map(|v| (v.name.clone(), Value::String(v.value.clone())))
-                .collect();
-            let config = json!({
-                "command": stdio.command.to_string_lossy(),
-                "args": stdio.args,
-                "env": env,
-            });
-            let name = server_name(&stdio.name);
+            let name = server_name(name);
             let fields = json!({"name": name, "config": config});
             self.command("add_mcp_server", fields, Waiting::Nobody);
             self.c.editor_mcp.push(name);
@@ -46,7 +62,7 @@ impl<W: Write> Front<W> {
             return Ok(());
         }
         self.notice(&format!(
-            "gjc connects to stdio MCP servers only; not started: {}",
+            "gjc connects to stdio and streamable HTTP MCP servers only; not started: {}",
             skipped.join(", ")
         ))
     }

@@ -25,6 +25,11 @@ pub enum Failure {
     Cancelled,
     /// The connection is gone: why.
     Closed(String),
+    /// The server answered with an HTTP error and no JSON-RPC message.
+    Http {
+        status: u16,
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for Failure {
@@ -34,6 +39,7 @@ impl std::fmt::Display for Failure {
             Failure::TimedOut => write!(f, "the server did not answer in time"),
             Failure::Cancelled => write!(f, "cancelled"),
             Failure::Closed(why) => write!(f, "{why}"),
+            Failure::Http { status, detail } => write!(f, "HTTP {status}: {detail}"),
         }
     }
 }
@@ -50,6 +56,8 @@ pub struct Progress {
 pub enum Note {
     ToolsChanged,
     Closed(String),
+    /// The server ended the session (streamable HTTP); nothing crashed.
+    Expired(String),
 }
 
 type Reply = Result<Value, Failure>;
@@ -203,22 +211,29 @@ impl Client {
         // Progress keeps a call alive, up to ten times its timeout.
         let hard_limit = started + timeout.saturating_mul(10);
         let mut deadline = started + timeout;
+        let drain = |deadline: &mut Instant| {
+            if let (Some(prx), Some((_, report))) = (progress, on_progress) {
+                while let Ok(p) = prx.try_recv() {
+                    *deadline = (Instant::now() + timeout).min(hard_limit);
+                    report(p);
+                }
+            }
+        };
         loop {
             if cancelled() {
                 return Err(Failure::Cancelled);
             }
-            if let (Some(prx), Some((_, report))) = (progress, on_progress) {
-                while let Ok(p) = prx.try_recv() {
-                    deadline = (Instant::now() + timeout).min(hard_limit);
-                    report(p);
-                }
-            }
+            drain(&mut deadline);
             let now = Instant::now();
             if now >= deadline {
                 return Err(Failure::TimedOut);
             }
             match rx.recv_timeout(TICK.min(deadline - now)) {
-                Ok(reply) => return reply,
+                Ok(reply) => {
+                    // Progress that came just before the reply is reported before it.
+                    drain(&mut deadline);
+                    return reply;
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(Failure::Closed(self.closed().unwrap_or_default()))
@@ -236,18 +251,17 @@ impl Client {
     fn dispatch(&self, incoming: Incoming) {
         let message = match incoming {
             Incoming::Message(m) => m,
-            Incoming::Closed(why) => {
-                *self.closed.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
-                // The owner marks the server failed before any waiter hears of it: the next
-                // call then sees the failure (and its back-off), not a half-dead connection.
-                (self.notes)(Note::Closed(why.clone()));
-                for (_, waiter) in self
-                    .pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .drain()
-                {
-                    let _ = waiter.send(Err(Failure::Closed(why.clone())));
+            Incoming::Closed(why) => return self.gone(why.clone(), Note::Closed(why)),
+            Incoming::Expired(why) => return self.gone(why.clone(), Note::Expired(why)),
+            Incoming::Failed { id, failure } => {
+                let waiter = id.as_u64().and_then(|id| {
+                    self.pending
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&id)
+                });
+                if let Some(waiter) = waiter {
+                    let _ = waiter.send(Err(failure));
                 }
                 return;
             }
@@ -270,6 +284,22 @@ impl Client {
                 }
             }
             (None, None) => log::debug!("MCP server sent a message with neither method nor id"),
+        }
+    }
+
+    /// The connection is gone: every waiter hears why.
+    fn gone(&self, why: String, note: Note) {
+        *self.closed.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
+        // The owner marks the server failed before any waiter hears of it: the next call then
+        // sees the failure (and its back-off), not a half-dead connection.
+        (self.notes)(note);
+        for (_, waiter) in self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+        {
+            let _ = waiter.send(Err(Failure::Closed(why.clone())));
         }
     }
 

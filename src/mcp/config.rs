@@ -26,11 +26,13 @@ pub enum Spec {
         env: Vec<(String, String)>,
         cwd: Option<PathBuf>,
     },
-    /// Streamable HTTP: accepted in the config, reported as not supported yet.
+    /// Streamable HTTP; the headers go with every request.
     Http {
         url: String,
         headers: Vec<(String, String)>,
     },
+    /// The old HTTP+SSE transport: accepted in the config, reported as failed (not supported).
+    Sse { url: String },
 }
 
 impl std::fmt::Debug for Spec {
@@ -57,6 +59,7 @@ impl std::fmt::Debug for Spec {
                     &headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
                 )
                 .finish(),
+            Spec::Sse { url } => f.debug_struct("Sse").field("url", url).finish(),
         }
     }
 }
@@ -214,9 +217,14 @@ pub fn entry(
             }
         }
         (None, Some(url)) if e.kind.as_deref().is_none_or(|k| k == "http" || k == "sse") => {
-            Spec::Http {
-                url,
-                headers: expand_all(e.headers)?,
+            super::http::check_url(&url).map_err(|e| format!("MCP server {name}: {e}"))?;
+            if e.kind.as_deref() == Some("sse") {
+                Spec::Sse { url }
+            } else {
+                Spec::Http {
+                    url,
+                    headers: expand_all(e.headers)?,
+                }
             }
         }
         _ => {

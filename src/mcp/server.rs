@@ -14,6 +14,8 @@ use crossbeam_channel::Sender;
 use super::client::{Client, Note};
 use super::config::{ServerConfig, Spec};
 use super::handshake::{self, ToolDef};
+use super::http;
+use super::transport::{Deliver, Transport};
 
 /// A server's state, as hosts see it.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +40,44 @@ impl State {
 /// A server's state changed (its name); the session reads the rest.
 #[derive(Debug, Clone)]
 pub struct Changed(pub String);
+
+/// Why a server of the old HTTP+SSE transport (`"type": "sse"`) is not started.
+pub const SSE_UNSUPPORTED: &str = "the old HTTP+SSE transport (type \"sse\") is not supported: \
+     give the server's streamable HTTP endpoint (type \"http\") instead";
+/// How long connecting to an HTTP server may take.
+const HTTP_CONNECT: Duration = Duration::from_secs(10);
+/// How long posting a notification or a response may take.
+const HTTP_NOTIFY: Duration = Duration::from_secs(10);
+
+/// The transport of `config`'s server: its process (stdio) or its endpoint (HTTP).
+fn transport(
+    config: &ServerConfig,
+    cwd: &std::path::Path,
+    deliver: Deliver,
+) -> Result<Box<dyn Transport>, String> {
+    match &config.spec {
+        Spec::Stdio { .. } => Ok(Box::new(super::stdio::spawn(&config.spec, cwd, deliver)?)),
+        Spec::Http { url, headers } => {
+            // The client gives up on a call (and cancels it) well before this: it bounds a
+            // reader nobody cancels, such as the handshake's.
+            let request = config
+                .tool_timeout
+                .saturating_mul(10)
+                .max(config.startup_timeout)
+                + HTTP_CONNECT;
+            let timeouts = http::Timeouts {
+                connect: HTTP_CONNECT,
+                request,
+                notify: HTTP_NOTIFY,
+            };
+            let limits = http::Limits::default();
+            Ok(Box::new(http::connect(
+                url, headers, timeouts, limits, deliver,
+            )?))
+        }
+        Spec::Sse { .. } => Err(SSE_UNSUPPORTED.into()),
+    }
+}
 
 /// The longest wait between restarts of a server that keeps crashing.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -158,26 +198,23 @@ impl Server {
     }
 
     fn open(self: &Arc<Self>, generation: u64) -> Result<(Arc<Client>, Vec<ToolDef>), String> {
-        if let Spec::Http { .. } = self.config.spec {
-            return Err("streamable HTTP servers are not supported yet (stdio only)".into());
+        if let Spec::Sse { .. } = self.config.spec {
+            return Err(SSE_UNSUPPORTED.into());
         }
         let weak: Weak<Server> = Arc::downgrade(self);
-        let (spec, cwd) = (self.config.spec.clone(), self.cwd.clone());
+        let (config, cwd) = (self.config.clone(), self.cwd.clone());
         let client = Client::new(
             move |note| {
                 if let Some(server) = weak.upgrade() {
                     server.on_note(generation, note);
                 }
             },
-            move |deliver| {
-                let stdio = super::stdio::spawn(&spec, &cwd, deliver)?;
-                Ok(Box::new(stdio) as Box<dyn super::transport::Transport>)
-            },
+            move |deliver| transport(&config, &cwd, deliver),
         )?;
         let timeout = self.config.startup_timeout;
         let key = match &self.config.spec {
             Spec::Stdio { command, args, .. } => format!("{command}\0{}", args.join("\0")),
-            Spec::Http { url, .. } => url.clone(),
+            Spec::Http { url, .. } | Spec::Sse { url } => url.clone(),
         };
         let opened = handshake::open(&client, &key, timeout)
             .and_then(|_| handshake::list_tools(&client, timeout));
@@ -193,7 +230,13 @@ impl Server {
         }
     }
 
+    /// Marks the server failed; the next call restarts it after a back-off that grows with
+    /// each crash.
     fn fail(&self, generation: u64, reason: String) {
+        self.fail_with(generation, reason, true);
+    }
+
+    fn fail_with(&self, generation: u64, reason: String, backoff: bool) {
         let mut inner = self.inner();
         // Stopped, replaced, or already failed (the reader and the handshake both report it).
         if inner.generation != generation
@@ -201,11 +244,15 @@ impl Server {
         {
             return;
         }
-        inner.crashes += 1;
-        let backoff = Duration::from_millis(500)
-            .saturating_mul(1 << inner.crashes.min(6))
-            .min(MAX_BACKOFF);
-        inner.retry_at = Some(Instant::now() + backoff);
+        if backoff {
+            inner.crashes += 1;
+            let wait = Duration::from_millis(500)
+                .saturating_mul(1 << inner.crashes.min(6))
+                .min(MAX_BACKOFF);
+            inner.retry_at = Some(Instant::now() + wait);
+        } else {
+            inner.retry_at = None;
+        }
         inner.state = State::Failed { reason };
         if let Some(client) = inner.client.take() {
             std::thread::spawn(move || client.close());
@@ -217,6 +264,8 @@ impl Server {
     fn on_note(self: &Arc<Self>, generation: u64, note: Note) {
         match note {
             Note::Closed(why) => self.fail(generation, why),
+            // The server forgot its session: nothing crashed, the next call opens a new one.
+            Note::Expired(why) => self.fail_with(generation, why, false),
             Note::ToolsChanged => {
                 self.dirty.store(true, Ordering::SeqCst);
                 if self.relisting.swap(true, Ordering::SeqCst) {
