@@ -109,7 +109,7 @@ impl SessionLoop {
                     ));
                     let saved = self.state.store.set_title(&n);
                     self.state.name = Some(n);
-                    saved.map(|_| None).map_err(CommandError::Io)
+                    saved.map(|_| None).map_err(CommandError::from)
                 }
                 Err(e) => Err(CommandError::Invalid(e)),
             },
@@ -308,8 +308,8 @@ impl SessionLoop {
     /// Opens another session file. A missing or corrupt file leaves the current session as it was.
     fn switch_session(&mut self, path: &std::path::Path, cwd: Option<String>) -> Answer {
         let cwd = project_cwd(cwd)?;
-        let mut loaded = super::store::load(path).map_err(CommandError::Io)?;
-        let store = super::store::Store::open(path, &mut loaded).map_err(CommandError::Io)?;
+        let mut loaded = super::store::load(path)?;
+        let store = super::store::Store::open(path, &mut loaded)?;
         self.abort_run();
         self.state.store.sync();
         if let Some(cwd) = cwd {
@@ -356,8 +356,7 @@ impl SessionLoop {
             &self.state.session_dir,
             &new_id,
             &self.state.cwd,
-        )
-        .map_err(CommandError::Io)?;
+        )?;
         self.switch_session(&new_path, None)?;
         // Editors put the branched message back into their input box.
         self.send(crate::protocol::Outbound::Show(
@@ -380,8 +379,7 @@ impl SessionLoop {
                 messages: Vec::new(),
             });
         };
-        let messages = super::store::user_messages(path)
-            .map_err(CommandError::Io)?
+        let messages = super::store::user_messages(path)?
             .into_iter()
             .map(|(entry_id, text)| reply::BranchMessage { entry_id, text })
             .collect();

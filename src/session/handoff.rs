@@ -137,7 +137,7 @@ impl SessionLoop {
             // `--no-session`: nothing is saved, so there is no path to report.
             return Ok((None, entry_id));
         }
-        self.state.store.sync_or_fail()?;
+        self.state.store.sync_or_fail().map_err(|e| e.to_string())?;
         self.emit_store_notices();
         let session_file = self
             .state
