@@ -144,7 +144,7 @@ impl Sandbox {
         &mut self,
         session_dir: &Path,
         escalated: &audit::Escalated<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), audit::TrailError> {
         let trail = match &mut self.trail {
             Some(trail) => trail,
             None => self
