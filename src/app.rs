@@ -126,7 +126,10 @@ impl Startup {
             model,
             thinking,
             tool_names,
-            script: args.script.as_ref().map(|p| Script::load(p).map(Arc::new)),
+            script: args
+                .script
+                .as_ref()
+                .map(|p| Script::load(p).map(Arc::new).map_err(|e| e.to_string())),
             project,
             persistent: !args.no_session,
             compact_updates: args.compact_updates,
@@ -508,8 +511,8 @@ fn resolve_cwd(args: &Args) -> Result<PathBuf, String> {
 /// (a prompt then fails with a clear missing-key error, never the startup).
 fn pick_model(catalog: &Catalog, args: &Args) -> Result<Option<Model>, String> {
     match (&args.provider, &args.model) {
-        (Some(p), Some(m)) => catalog.resolve(p, m).map(Some),
-        (Some(p), None) => catalog.default_of(p).map(Some),
+        (Some(p), Some(m)) => catalog.resolve(p, m).map(Some).map_err(|e| e.to_string()),
+        (Some(p), None) => catalog.default_of(p).map(Some).map_err(|e| e.to_string()),
         (None, Some(m)) => catalog
             .models()
             .iter()

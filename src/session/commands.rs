@@ -468,7 +468,7 @@ impl SessionLoop {
             .state
             .catalog
             .resolve(provider, model_id)
-            .map_err(CommandError::Invalid)?;
+            .map_err(|e| CommandError::Invalid(e.to_string()))?;
         self.state.catalog.api_key(provider).map_err(|_| {
             CommandError::Credentials(format!("No API key for {provider}/{model_id}"))
         })?;
