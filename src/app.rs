@@ -93,7 +93,7 @@ impl Startup {
             (None, _) => DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
         };
         // Checked here, so a bad `--tools` stops the start instead of every session.
-        ToolRegistry::builtin(&tool_names)?;
+        ToolRegistry::builtin(&tool_names).map_err(|e| e.to_string())?;
         let agent_dir = crate::settings::get().agent_dir.clone();
         if args.trust_project {
             crate::trust::TrustStore::new(&agent_dir)
@@ -255,7 +255,9 @@ impl Threads {
             let front = crate::acp::start(connections, crate::settings::get().max_line_bytes);
             writer = spawn_writer("gjc-acp", front, control.clone(), writer_done_tx);
         } else {
-            let started = sessions.start(Some(startup.session_id.clone()), startup.cwd)?;
+            let started = sessions
+                .start(Some(startup.session_id.clone()), startup.cwd)
+                .map_err(|e| e.to_string())?;
             let (commands, control_lane) = started.live.into_lanes();
             control = control_lane;
             if parent.is_gone() {
