@@ -122,7 +122,9 @@ impl SessionLoop {
             Some(raw) => resolve_cwd(Path::new(raw))?,
             None => self.state.cwd.clone(),
         };
-        TrustStore::new(&self.state.project.agent_dir).remember(&cwd, trusted)?;
+        TrustStore::new(&self.state.project.agent_dir)
+            .remember(&cwd, trusted)
+            .map_err(|e| e.to_string())?;
         if cwd == self.state.cwd && trusted != self.state.project_trusted {
             self.reload_hooks();
         }
