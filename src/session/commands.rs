@@ -122,7 +122,7 @@ impl SessionLoop {
             Command::ExportHtml(p) => self.export_html(p.output_path.as_deref()),
             Command::GetSessionStats(_) => match self.state.stats() {
                 Ok(stats) => data(&stats),
-                Err(e) => Err(CommandError::Io(e)),
+                Err(e) => Err(CommandError::Io(e.to_string())),
             },
             Command::GetMessages(_) => return self.get_messages(id),
             Command::GetLastAssistantText(_) => data(&reply::LastAssistantText {
@@ -241,7 +241,7 @@ impl SessionLoop {
     fn get_messages(&mut self, id: Option<Value>) -> Reply {
         let response = match self.state.messages.to_json() {
             Ok(data) => Response::ok_raw(id, "get_messages", Some(data)),
-            Err(e) => Response::err(id, "get_messages", CommandError::Io(e)),
+            Err(e) => Response::err(id, "get_messages", CommandError::Io(e.to_string())),
         };
         crate::memory::release_free_pages();
         Reply::now(response)
@@ -402,7 +402,11 @@ impl SessionLoop {
             .name
             .clone()
             .unwrap_or_else(|| format!("gjc session {}", self.state.id));
-        let messages = self.state.messages.parsed().map_err(CommandError::Io)?;
+        let messages = self
+            .state
+            .messages
+            .parsed()
+            .map_err(|e| CommandError::Io(e.to_string()))?;
         let html = crate::export_html::render(&title, &self.state.id, messages);
         if let Some(dir) = target.parent() {
             std::fs::create_dir_all(dir)

@@ -146,7 +146,7 @@ impl Session {
         })
     }
 
-    pub fn stats(&self) -> Result<SessionStats, String> {
+    pub fn stats(&self) -> Result<SessionStats, super::context::ContextError> {
         let (mut users, mut assistants, mut tool_calls, mut tool_results, mut total) =
             (0u64, 0u64, 0u64, 0u64, 0u64);
         let mut tokens = Usage::default();
