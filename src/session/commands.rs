@@ -111,7 +111,7 @@ impl SessionLoop {
                     self.state.name = Some(n);
                     saved.map(|_| None).map_err(CommandError::from)
                 }
-                Err(e) => Err(CommandError::Invalid(e)),
+                Err(e) => Err(CommandError::Invalid(e.to_string())),
             },
             Command::SwitchSession(p) => {
                 self.switch_session(std::path::Path::new(&p.session_path), p.cwd)
@@ -580,7 +580,7 @@ impl SessionLoop {
 fn project_cwd(cwd: Option<String>) -> Result<Option<std::path::PathBuf>, CommandError> {
     cwd.map(|c| super::project::resolve_cwd(std::path::Path::new(&c)))
         .transpose()
-        .map_err(CommandError::Invalid)
+        .map_err(|e| CommandError::Invalid(e.to_string()))
 }
 
 fn parse_mode(mode: &str, what: &str) -> Result<QueueMode, CommandError> {
