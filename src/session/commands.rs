@@ -433,8 +433,8 @@ impl SessionLoop {
     fn set_host_tools(&mut self, defs: &[HostToolDefinition]) -> Answer {
         let builtin = crate::tools::builtin_names();
         let builtin: Vec<&str> = builtin.iter().map(String::as_str).collect();
-        let validated =
-            crate::host::tools::validate(defs, &builtin).map_err(CommandError::Invalid)?;
+        let validated = crate::host::tools::validate(defs, &builtin)
+            .map_err(|e| CommandError::Invalid(e.to_string()))?;
         let names: Vec<String> = validated.iter().map(|(d, _)| d.name.clone()).collect();
         let tools = validated
             .into_iter()
