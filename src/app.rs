@@ -93,7 +93,7 @@ impl Startup {
             (None, _) => DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect(),
         };
         // Checked here, so a bad `--tools` stops the start instead of every session.
-        ToolRegistry::builtin(&tool_names)?;
+        ToolRegistry::builtin(&tool_names).map_err(|e| e.to_string())?;
         let agent_dir = crate::settings::get().agent_dir.clone();
         if args.trust_project {
             crate::trust::TrustStore::new(&agent_dir)
@@ -126,7 +126,10 @@ impl Startup {
             model,
             thinking,
             tool_names,
-            script: args.script.as_ref().map(|p| Script::load(p).map(Arc::new)),
+            script: args
+                .script
+                .as_ref()
+                .map(|p| Script::load(p).map(Arc::new).map_err(|e| e.to_string())),
             project,
             persistent: !args.no_session,
             compact_updates: args.compact_updates,
@@ -252,7 +255,9 @@ impl Threads {
             let front = crate::acp::start(connections, crate::settings::get().max_line_bytes);
             writer = spawn_writer("gjc-acp", front, control.clone(), writer_done_tx);
         } else {
-            let started = sessions.start(Some(startup.session_id.clone()), startup.cwd)?;
+            let started = sessions
+                .start(Some(startup.session_id.clone()), startup.cwd)
+                .map_err(|e| e.to_string())?;
             let (commands, control_lane) = started.live.into_lanes();
             control = control_lane;
             if parent.is_gone() {
@@ -508,8 +513,8 @@ fn resolve_cwd(args: &Args) -> Result<PathBuf, String> {
 /// (a prompt then fails with a clear missing-key error, never the startup).
 fn pick_model(catalog: &Catalog, args: &Args) -> Result<Option<Model>, String> {
     match (&args.provider, &args.model) {
-        (Some(p), Some(m)) => catalog.resolve(p, m).map(Some),
-        (Some(p), None) => catalog.default_of(p).map(Some),
+        (Some(p), Some(m)) => catalog.resolve(p, m).map(Some).map_err(|e| e.to_string()),
+        (Some(p), None) => catalog.default_of(p).map(Some).map_err(|e| e.to_string()),
         (None, Some(m)) => catalog
             .models()
             .iter()

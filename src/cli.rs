@@ -204,68 +204,107 @@ pub const THINKING_ARGS: [&str; 8] = [
     "inherit", "off", "minimal", "low", "medium", "high", "xhigh", "max",
 ];
 
+/// What clap cannot check in the command line. The text is one line for stderr.
+#[derive(Debug)]
+pub enum ArgsError {
+    NoMode,
+    UnsupportedMode(String),
+    /// An `@file` argument (the interactive front end's, not RPC's).
+    AtFile(String),
+    /// A positional argument: prompts come as commands.
+    Unexpected(String),
+    /// A `--thinking` level none of [`THINKING_ARGS`].
+    Thinking(String),
+    /// `--no-tools` with `--tools`.
+    ToolsContradict,
+    /// A `--provider-session-id` that cannot name a file.
+    SessionId(String),
+    /// The `--script` cannot be used.
+    Script(crate::provider::scripted::ScriptError),
+}
+
+impl std::fmt::Display for ArgsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgsError::NoMode => f.write_str(
+                "--mode rpc or --mode acp is required (gjc is driven over JSON lines on stdio)",
+            ),
+            ArgsError::UnsupportedMode(m) => {
+                write!(f, "unsupported mode {m:?}: --mode rpc or --mode acp")
+            }
+            ArgsError::AtFile(a) => write!(
+                f,
+                "@file arguments are not supported in RPC mode ({a}); send file contents in a prompt"
+            ),
+            ArgsError::Unexpected(a) => write!(
+                f,
+                "unexpected argument {a:?}: in RPC mode prompts arrive as commands on stdin"
+            ),
+            ArgsError::Thinking(l) => write!(
+                f,
+                "invalid --thinking level {l:?}: expected one of {}",
+                THINKING_ARGS.join(", ")
+            ),
+            ArgsError::ToolsContradict => {
+                f.write_str("--no-tools and --tools contradict each other: give one of them")
+            }
+            ArgsError::SessionId(id) => write!(
+                f,
+                "invalid --provider-session-id {id:?}: use 1 to 128 letters, digits, '.', '_', ':' or '-', not starting with '.'"
+            ),
+            ArgsError::Script(e) => write!(f, "--script: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ArgsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ArgsError::Script(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl Args {
     /// Checks what clap cannot express, before anything starts, and resolves `--thinking`
     /// aliases. The error is one line for stderr; the exit code is 2.
-    pub fn validate(mut self) -> Result<Args, String> {
+    pub fn validate(mut self) -> Result<Args, ArgsError> {
         match self.mode.as_deref() {
             Some("rpc" | "acp") => {}
-            Some(other) => {
-                return Err(format!(
-                    "unsupported mode {other:?}: --mode rpc or --mode acp"
-                ))
-            }
-            None => {
-                return Err(
-                    "--mode rpc or --mode acp is required (gjc is driven over JSON lines on stdio)"
-                        .into(),
-                )
-            }
+            Some(other) => return Err(ArgsError::UnsupportedMode(other.to_string())),
+            None => return Err(ArgsError::NoMode),
         }
         if let Some(f) = self.rest.iter().find(|a| a.starts_with('@')) {
-            return Err(format!("@file arguments are not supported in RPC mode ({f}); send file contents in a prompt"));
+            return Err(ArgsError::AtFile(f.clone()));
         }
         if let Some(a) = self.rest.first() {
-            return Err(format!(
-                "unexpected argument {a:?}: in RPC mode prompts arrive as commands on stdin"
-            ));
+            return Err(ArgsError::Unexpected(a.clone()));
         }
         self.thinking = resolve_thinking(self.thinking.as_deref())?;
         if self.no_tools && self.tools.is_some() {
-            return Err("--no-tools and --tools contradict each other: give one of them".into());
+            return Err(ArgsError::ToolsContradict);
         }
         if let Some(id) = &self.provider_session_id {
-            check_session_id(id)?;
+            if !crate::ids::is_valid_id(id) {
+                return Err(ArgsError::SessionId(id.clone()));
+            }
         }
         if let Some(script) = &self.script {
-            crate::provider::scripted::Script::load(script)
-                .map_err(|e| format!("--script: {e}"))?;
+            crate::provider::scripted::Script::load(script).map_err(ArgsError::Script)?;
         }
         Ok(self)
     }
 }
 
 /// `inherit` is the same as no `--thinking`; `max` is the highest level, which the model clamps.
-fn resolve_thinking(level: Option<&str>) -> Result<Option<String>, String> {
+fn resolve_thinking(level: Option<&str>) -> Result<Option<String>, ArgsError> {
     match level {
         None | Some("inherit") => Ok(None),
         Some("max") => Ok(Some("xhigh".into())),
         Some(l) if THINKING_ARGS.contains(&l) => Ok(Some(l.into())),
-        Some(l) => Err(format!(
-            "invalid --thinking level {l:?}: expected one of {}",
-            THINKING_ARGS.join(", ")
-        )),
+        Some(l) => Err(ArgsError::Thinking(l.to_string())),
     }
-}
-
-/// The session id names the session file, so it must stay one harmless file-name component.
-fn check_session_id(id: &str) -> Result<(), String> {
-    if !crate::ids::is_valid_id(id) {
-        return Err(format!(
-            "invalid --provider-session-id {id:?}: use 1 to 128 letters, digits, '.', '_', ':' or '-', not starting with '.'"
-        ));
-    }
-    Ok(())
 }
 
 /// The agent dir (`crate::settings::Settings::agent_dir`). Kept only for the calls inside
@@ -278,11 +317,9 @@ pub fn agent_dir() -> PathBuf {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Args, String> {
+    fn parse(args: &[&str]) -> Result<Args, ArgsError> {
         let argv = ["gjc", "--mode", "rpc"].iter().chain(args);
-        Args::try_parse_from(argv)
-            .map_err(|e| e.to_string())?
-            .validate()
+        Args::try_parse_from(argv).unwrap().validate()
     }
 
     #[test]
@@ -297,7 +334,15 @@ mod tests {
             Some("xhigh")
         );
         let err = parse(&["--thinking", "bogus"]).unwrap_err();
-        assert!(err.contains("invalid --thinking level \"bogus\""), "{err}");
+        assert!(
+            matches!(&err, ArgsError::Thinking(l) if l == "bogus"),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("invalid --thinking level \"bogus\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -317,7 +362,10 @@ mod tests {
             "\u{7}",
             long.as_str(),
         ] {
-            assert!(parse(&["--provider-session-id", id]).is_err(), "{id:?}");
+            assert!(
+                matches!(parse(&["--provider-session-id", id]), Err(ArgsError::SessionId(bad)) if bad == id),
+                "{id:?}"
+            );
         }
     }
 
@@ -337,10 +385,18 @@ mod tests {
         ])
         .unwrap();
         assert!(args.no_title && args.no_skills && args.no_rules && args.no_session);
-        assert!(parse(&["--no-tools", "--tools", "read"]).is_err());
-        assert!(parse(&["--script", "/nonexistent/script.json"])
-            .unwrap_err()
-            .starts_with("--script: cannot read script"));
+        assert!(matches!(
+            parse(&["--no-tools", "--tools", "read"]),
+            Err(ArgsError::ToolsContradict)
+        ));
+        let err = parse(&["--script", "/nonexistent/script.json"]).unwrap_err();
+        assert!(matches!(err, ArgsError::Script(_)), "{err:?}");
+        assert!(err.to_string().starts_with("--script: cannot read script"));
+        let no_mode = Args::try_parse_from(["gjc"])
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(matches!(no_mode, ArgsError::NoMode));
     }
 }
 

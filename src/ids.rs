@@ -92,15 +92,40 @@ pub fn invalid_id(what: &str, id: &str) -> String {
     )
 }
 
+/// Why an id cannot name a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdError {
+    /// The id does not match [`is_valid_id`].
+    Invalid(String),
+    /// The id and suffix together would not be one name directly in `dir`.
+    Leaves {
+        name: String,
+        dir: std::path::PathBuf,
+    },
+}
+
+impl std::fmt::Display for IdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IdError::Invalid(id) => f.write_str(&invalid_id("id", id)),
+            IdError::Leaves { name, dir } => {
+                write!(f, "{name} does not stay in {}", dir.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for IdError {}
+
 /// `<dir>/<name>` for a file named after an id: `name` must be `id` (checked against
 /// [`is_valid_id`]) with a fixed `suffix`, and the joined path must stay directly in `dir`.
 pub fn join_id(
     dir: &std::path::Path,
     id: &str,
     suffix: &str,
-) -> Result<std::path::PathBuf, String> {
+) -> Result<std::path::PathBuf, IdError> {
     if !is_valid_id(id) {
-        return Err(invalid_id("id", id));
+        return Err(IdError::Invalid(id.to_string()));
     }
     let path = dir.join(format!("{id}{suffix}"));
     // Belt and braces: a suffix holding a separator would also leave the folder.
@@ -109,7 +134,10 @@ pub fn join_id(
             .file_name()
             .is_some_and(|n| n.as_encoded_bytes() == format!("{id}{suffix}").as_bytes());
     if !stays {
-        return Err(format!("{id}{suffix} does not stay in {}", dir.display()));
+        return Err(IdError::Leaves {
+            name: format!("{id}{suffix}"),
+            dir: dir.to_path_buf(),
+        });
     }
     Ok(path)
 }
@@ -199,11 +227,14 @@ mod tests {
             join_id(dir, "abc", ".json").unwrap(),
             std::path::PathBuf::from("/agent/s/abc.json")
         );
-        assert!(join_id(dir, "/etc/x", ".json")
-            .unwrap_err()
-            .contains("invalid id"));
+        let e = join_id(dir, "/etc/x", ".json").unwrap_err();
+        assert_eq!(e, IdError::Invalid("/etc/x".into()));
+        assert!(e.to_string().starts_with("invalid id \"/etc/x\""), "{e}");
         assert!(join_id(dir, "../../x", ".json").is_err());
-        assert!(join_id(dir, "abc", "/../../x").is_err());
+        assert!(matches!(
+            join_id(dir, "abc", "/../../x"),
+            Err(IdError::Leaves { name, .. }) if name == "abc/../../x"
+        ));
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! two processes deciding at once both keep their decision.
 
 use std::fs::{File, OpenOptions};
+use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -49,6 +50,68 @@ struct Stored {
     trusted: Vec<String>,
     #[serde(default)]
     refused: Vec<String>,
+}
+
+/// Why a decision could not be recorded.
+#[derive(Debug)]
+pub enum TrustError {
+    /// The project is not named by an absolute UTF-8 path (the store keeps such names only).
+    NotAbsolute(PathBuf),
+    /// The agent dir could not be created.
+    CreateDir {
+        dir: PathBuf,
+        source: io::Error,
+    },
+    /// The lock file could not be opened.
+    LockOpen {
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// Something else than a regular file sits where the lock file goes.
+    LockNotRegular(PathBuf),
+    /// Another process held the lock for longer than gjc waits.
+    Busy(PathBuf),
+    Encode(serde_json::Error),
+    Write {
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+impl std::fmt::Display for TrustError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TrustError::NotAbsolute(p) => {
+                write!(f, "{} is not an absolute UTF-8 path", p.display())
+            }
+            TrustError::CreateDir { dir, source } => {
+                write!(f, "cannot create {}: {source}", dir.display())
+            }
+            TrustError::LockOpen { path, source } => {
+                write!(f, "cannot open {}: {source}", path.display())
+            }
+            TrustError::LockNotRegular(p) => write!(f, "{} is not a regular file", p.display()),
+            TrustError::Busy(p) => {
+                write!(f, "{} is held by another process; try again", p.display())
+            }
+            TrustError::Encode(e) => write!(f, "{e}"),
+            TrustError::Write { path, source } => {
+                write!(f, "cannot write {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for TrustError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TrustError::CreateDir { source, .. }
+            | TrustError::LockOpen { source, .. }
+            | TrustError::Write { source, .. } => Some(source),
+            TrustError::Encode(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 /// The trust store of one agent dir.
@@ -97,13 +160,15 @@ impl TrustStore {
 
     /// Records that `project` (a canonical folder) is trusted, or refused. A store that could not
     /// be read is replaced (it trusted nothing anyway).
-    pub fn remember(&self, project: &Path, trusted: bool) -> Result<(), String> {
+    pub fn remember(&self, project: &Path, trusted: bool) -> Result<(), TrustError> {
         let name = project
             .to_str()
             .filter(|_| project.is_absolute())
-            .ok_or_else(|| format!("{} is not an absolute UTF-8 path", project.display()))?;
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
+            .ok_or_else(|| TrustError::NotAbsolute(project.to_path_buf()))?;
+        std::fs::create_dir_all(&self.dir).map_err(|source| TrustError::CreateDir {
+            dir: self.dir.clone(),
+            source,
+        })?;
         let _lock = self.lock()?;
         let mut stored = self.read().unwrap_or_else(|e| {
             log::warn!("{}: {e}; replacing it", self.path().display());
@@ -118,9 +183,11 @@ impl TrustStore {
             &mut stored.refused
         };
         list.push(name.to_string());
-        let text = serde_json::to_vec_pretty(&stored).map_err(|e| e.to_string())?;
-        self.replace(&text)
-            .map_err(|e| format!("cannot write {}: {e}", self.path().display()))
+        let text = serde_json::to_vec_pretty(&stored).map_err(TrustError::Encode)?;
+        self.replace(&text).map_err(|source| TrustError::Write {
+            path: self.path(),
+            source,
+        })
     }
 
     /// The store's contents; a missing file is an empty store.
@@ -149,7 +216,7 @@ impl TrustStore {
 
     /// An exclusive lock on `<store>.lock`, waited for at most [`LOCK_WAIT`]; released when the
     /// file is dropped (closed).
-    fn lock(&self) -> Result<File, String> {
+    fn lock(&self) -> Result<File, TrustError> {
         let path = self.dir.join(format!("{FILE}.lock"));
         let file = OpenOptions::new()
             .read(true)
@@ -159,20 +226,20 @@ impl TrustStore {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(&path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            .map_err(|source| TrustError::LockOpen {
+                path: path.clone(),
+                source,
+            })?;
         let regular = file.metadata().is_ok_and(|m| m.is_file());
         if !regular {
-            return Err(format!("{} is not a regular file", path.display()));
+            return Err(TrustError::LockNotRegular(path));
         }
         let deadline = Instant::now() + LOCK_WAIT;
         use std::os::fd::AsRawFd;
         // SAFETY: flock on a descriptor this function owns.
         while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "{} is held by another process; try again",
-                    path.display()
-                ));
+                return Err(TrustError::Busy(path));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -228,7 +295,27 @@ mod tests {
         assert_eq!(store.decision(a), Decision::Refused);
         let meta = std::fs::metadata(store.path()).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-        assert!(store.remember(Path::new("relative"), true).is_err());
+        assert!(matches!(
+            store.remember(Path::new("relative"), true),
+            Err(TrustError::NotAbsolute(p)) if p == Path::new("relative")
+        ));
+    }
+
+    /// A folder where the lock file goes is told as such, and the store is left alone.
+    #[test]
+    fn a_lock_that_is_no_file_is_refused() {
+        let (_dir, store) = store();
+        std::fs::create_dir_all(store.dir.join(format!("{FILE}.lock"))).unwrap();
+        let e = store.remember(Path::new("/srv/a"), true).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                TrustError::LockOpen { .. } | TrustError::LockNotRegular(_)
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains(".lock"), "{e}");
+        assert!(!store.path().exists());
     }
 
     #[test]

@@ -127,7 +127,10 @@ impl<W: Write> Front<W> {
         let Some(sessions) = self.sessions.as_mut() else {
             return Err("gjc is shutting down".into());
         };
-        let live = sessions.start(None, cwd.clone())?.live;
+        let live = sessions
+            .start(None, cwd.clone())
+            .map_err(|e| e.to_string())?
+            .live;
         let session = shown_as.unwrap_or_else(|| live.id.clone());
         self.numbers.insert(live.number, session.clone());
         let mut conversation = Conversation::new(

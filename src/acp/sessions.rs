@@ -87,8 +87,8 @@ impl Step {
 /// The folder of a session request: absolute, existing, a directory, in UTF-8 (the session
 /// command carries it as a string); else invalid params saying which.
 pub(super) fn project(cwd: &Path) -> Result<PathBuf, Error> {
-    let resolved =
-        crate::session::project::resolve_cwd(cwd).map_err(|e| Error::invalid_params().data(e))?;
+    let resolved = crate::session::project::resolve_cwd(cwd)
+        .map_err(|e| Error::invalid_params().data(e.to_string()))?;
     if resolved.to_str().is_none() {
         return Err(Error::invalid_params().data(format!("cwd {} is not UTF-8", cwd.display())));
     }

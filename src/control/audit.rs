@@ -10,8 +10,9 @@
 //! `unattended` folders must be real folders and the trail a regular file, not a link: records
 //! are never appended anywhere a planted link points (the open fails and negotiation says why).
 
+use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -32,6 +33,114 @@ pub struct AuditEvent<'a> {
     /// Hashed, never written.
     pub answer: Option<&'a Value>,
     pub error: Option<Value>,
+}
+
+/// Why a trail could not be opened, read or appended to.
+#[derive(Debug)]
+pub enum AuditError {
+    /// The run id cannot name a trail.
+    BadRunId(String),
+    /// The file name made of the run id would not stay in the trails' folder.
+    Name(crate::ids::IdError),
+    /// The `audit/unattended` folders could not be made (or one is a link).
+    Folder {
+        session_dir: PathBuf,
+        source: io::Error,
+    },
+    /// The trail is a symbolic link, which is never followed.
+    Link(PathBuf),
+    /// The trail is not a regular file (a FIFO, a folder).
+    NotRegular(PathBuf),
+    Open {
+        path: PathBuf,
+        source: io::Error,
+    },
+    Read {
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// A line (counted from 1) is not a JSON object.
+    NotRecord {
+        path: PathBuf,
+        line: usize,
+    },
+    /// A record (counted from 1) lacks what every record has.
+    BadRecord {
+        path: PathBuf,
+        record: usize,
+        what: &'static str,
+    },
+    /// Every sequence number has been given.
+    Exhausted,
+    Encode(serde_json::Error),
+    Append {
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for AuditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuditError::BadRunId(id) => write!(
+                f,
+                "no audit trail for this run: {}",
+                crate::ids::invalid_id("run id", id)
+            ),
+            AuditError::Name(e) => write!(f, "{e}"),
+            AuditError::Folder {
+                session_dir,
+                source,
+            } => write!(
+                f,
+                "cannot create the audit folder under {}: {source}",
+                session_dir.display()
+            ),
+            AuditError::Link(p) => write!(
+                f,
+                "cannot open {}: a symbolic link, which is refused",
+                p.display()
+            ),
+            AuditError::NotRegular(p) => {
+                write!(f, "cannot open {}: not a regular file", p.display())
+            }
+            AuditError::Open { path, source } => {
+                write!(f, "cannot open {}: {source}", path.display())
+            }
+            AuditError::Read { path, source } => {
+                write!(f, "cannot read {}: {source}", path.display())
+            }
+            AuditError::NotRecord { path, line } => write!(
+                f,
+                "audit trail {} is corrupt at line {line}: not a record",
+                path.display()
+            ),
+            AuditError::BadRecord { path, record, what } => write!(
+                f,
+                "audit trail {} is corrupt at record {record}: {what}",
+                path.display()
+            ),
+            AuditError::Exhausted => f.write_str("the audit sequence is exhausted"),
+            AuditError::Encode(e) => write!(f, "{e}"),
+            AuditError::Append { path, source } => {
+                write!(f, "cannot append to {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for AuditError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AuditError::Name(e) => Some(e),
+            AuditError::Folder { source, .. }
+            | AuditError::Open { source, .. }
+            | AuditError::Read { source, .. }
+            | AuditError::Append { source, .. } => Some(source),
+            AuditError::Encode(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 pub struct Audit {
@@ -96,29 +205,26 @@ pub fn outcome(event: &str) -> &'static str {
 
 impl Audit {
     /// `<session dir>/audit/unattended/<run id>.jsonl`, or why `run_id` cannot name it.
-    pub fn path_for(session_dir: &Path, run_id: &str) -> Result<PathBuf, String> {
+    pub fn path_for(session_dir: &Path, run_id: &str) -> Result<PathBuf, AuditError> {
         if !crate::ids::is_valid_id(run_id) {
-            return Err(format!(
-                "no audit trail for this run: {}",
-                crate::ids::invalid_id("run id", run_id)
-            ));
+            return Err(AuditError::BadRunId(run_id.to_string()));
         }
         let dir = FOLDERS
             .iter()
             .fold(session_dir.to_path_buf(), |d, f| d.join(f));
-        crate::ids::join_id(&dir, &file_name(run_id), ".jsonl")
+        crate::ids::join_id(&dir, &file_name(run_id), ".jsonl").map_err(AuditError::Name)
     }
 
     /// Opens (creating if needed) the trail of `run_id`, reading it back to continue its
     /// sequence. A line that is not a record fails the open: a trail that cannot be read whole
     /// cannot say which number comes next.
-    pub fn open(session_dir: &Path, run_id: &str) -> Result<Audit, String> {
+    pub fn open(session_dir: &Path, run_id: &str) -> Result<Audit, AuditError> {
         let path = Audit::path_for(session_dir, run_id)?;
-        let dir = crate::fs::dirs::real_dir(session_dir, &FOLDERS).map_err(|e| {
-            format!(
-                "cannot create the audit folder under {}: {e}",
-                session_dir.display()
-            )
+        let dir = crate::fs::dirs::real_dir(session_dir, &FOLDERS).map_err(|source| {
+            AuditError::Folder {
+                session_dir: session_dir.to_path_buf(),
+                source,
+            }
         })?;
         let file = open_trail(&path, true)?;
         let seq = last_seq(&file, &path)?;
@@ -145,7 +251,7 @@ impl Audit {
         ev: AuditEvent<'_>,
         session_id: &str,
         actor: Option<&str>,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, AuditError> {
         let mut payload = Map::new();
         let mut put = |k: &str, v: Option<Value>| {
             if let Some(v) = v {
@@ -170,10 +276,7 @@ impl Audit {
             ev.answer.map(|a| Value::from(canonical::hash(a))),
         );
         put("error", ev.error);
-        let seq = self
-            .seq
-            .checked_add(1)
-            .ok_or("the audit sequence is exhausted")?;
+        let seq = self.seq.checked_add(1).ok_or(AuditError::Exhausted)?;
         self.seq = seq;
         let now = crate::ids::now_ms();
         let mut record = payload;
@@ -187,12 +290,15 @@ impl Audit {
         // can drop the copy, and two events that look the same stay two.
         let key = format!("{}:{}:{seq}", ev.event, ev.gate_id.unwrap_or("run"));
         record.insert("dedupe_key".into(), json!(key));
-        let mut line = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
+        let mut line = serde_json::to_vec(&record).map_err(AuditError::Encode)?;
         line.push(b'\n');
         self.file
             .write_all(&line)
             .and_then(|_| self.file.sync_data())
-            .map_err(|e| format!("cannot append to {}: {e}", self.path.display()))?;
+            .map_err(|source| AuditError::Append {
+                path: self.path.clone(),
+                source,
+            })?;
         Ok(seq)
     }
 }
@@ -200,16 +306,14 @@ impl Audit {
 /// The last sequence number of a trail: its records' highest `seq`, and at least their count
 /// (records written before `seq` existed each took a number). A record without an `event`, or
 /// whose `seq` is not a positive integer, fails the read.
-fn last_seq(file: &File, path: &Path) -> Result<u64, String> {
+fn last_seq(file: &File, path: &Path) -> Result<u64, AuditError> {
     let records = parse_records(BufReader::new(file), path)?;
     let mut last = records.len() as u64;
     for (n, r) in records.iter().enumerate() {
-        let corrupt = |what: &str| {
-            format!(
-                "audit trail {} is corrupt at record {}: {what}",
-                path.display(),
-                n + 1
-            )
+        let corrupt = |what| AuditError::BadRecord {
+            path: path.to_path_buf(),
+            record: n + 1,
+            what,
         };
         if !r.get("event").is_some_and(Value::is_string) {
             return Err(corrupt("no event"));
@@ -227,14 +331,14 @@ fn last_seq(file: &File, path: &Path) -> Result<u64, String> {
 
 /// Every record of a trail. A line that is not a JSON object fails the whole read: a trail
 /// that cannot be read whole is not trusted in part.
-pub fn records(path: &Path) -> Result<Vec<Value>, String> {
+pub fn records(path: &Path) -> Result<Vec<Value>, AuditError> {
     let file = open_trail(path, false)?;
     parse_records(BufReader::new(file), path)
 }
 
 /// Opens a trail (for appending, created if missing, when `append`): never through a link
 /// (`O_NOFOLLOW`), never waiting on a FIFO (`O_NONBLOCK`), and only a regular file.
-fn open_trail(path: &Path, append: bool) -> Result<File, String> {
+fn open_trail(path: &Path, append: bool) -> Result<File, AuditError> {
     let file = OpenOptions::new()
         .read(true)
         .append(append)
@@ -242,38 +346,40 @@ fn open_trail(path: &Path, append: bool) -> Result<File, String> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => format!(
-                "cannot open {}: a symbolic link, which is refused",
-                path.display()
-            ),
-            _ => format!("cannot open {}: {e}", path.display()),
+        .map_err(|source| match source.raw_os_error() {
+            Some(libc::ELOOP) => AuditError::Link(path.to_path_buf()),
+            _ => AuditError::Open {
+                path: path.to_path_buf(),
+                source,
+            },
         })?;
-    let regular = file.metadata().is_ok_and(|m| m.is_file());
-    if !regular {
-        return Err(format!(
-            "cannot open {}: not a regular file",
-            path.display()
-        ));
+    let metadata = file.metadata().map_err(|source| AuditError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !metadata.is_file() {
+        return Err(AuditError::NotRegular(path.to_path_buf()));
     }
     Ok(file)
 }
 
-fn parse_records(reader: impl BufRead, path: &Path) -> Result<Vec<Value>, String> {
+fn parse_records(reader: impl BufRead, path: &Path) -> Result<Vec<Value>, AuditError> {
     let mut out = Vec::new();
     for (n, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let line = line.map_err(|source| AuditError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         if line.is_empty() {
             continue;
         }
         match serde_json::from_str::<Value>(&line) {
             Ok(v @ Value::Object(_)) => out.push(v),
             _ => {
-                return Err(format!(
-                    "audit trail {} is corrupt at line {}: not a record",
-                    path.display(),
-                    n + 1
-                ))
+                return Err(AuditError::NotRecord {
+                    path: path.to_path_buf(),
+                    line: n + 1,
+                })
             }
         }
     }
@@ -349,7 +455,14 @@ mod tests {
         assert_eq!(audit.record(ev, "s", None).unwrap(), 4);
         std::fs::write(&path, "{\"event\":\"x\",\"seq\":0}\n").unwrap();
         let err = Audit::open(dir.path(), "r").err().unwrap();
-        assert!(err.contains("seq is not a positive integer"), "{err}");
+        assert!(
+            err.to_string().contains("seq is not a positive integer"),
+            "{err}"
+        );
+        assert!(
+            matches!(err, AuditError::BadRecord { record: 1, .. }),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -359,7 +472,11 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "{\"dedupe_key\":\"a\"}\nnot json\n").unwrap();
         let err = Audit::open(dir.path(), "r").err().unwrap();
-        assert!(err.contains("corrupt at line 2"), "{err}");
+        assert!(err.to_string().contains("corrupt at line 2"), "{err}");
+        assert!(
+            matches!(err, AuditError::NotRecord { line: 2, .. }),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -379,7 +496,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for id in ["/etc/x", "../../x", "..", "run/1"] {
             let err = Audit::open(dir.path(), id).err().unwrap();
-            assert!(err.contains("invalid run id"), "{id:?}: {err}");
+            assert!(err.to_string().contains("invalid run id"), "{id:?}: {err}");
+            assert!(matches!(err, AuditError::BadRunId(_)), "{err:?}");
         }
         let outside = dir.path().join("outside");
         std::fs::create_dir(&outside).unwrap();
@@ -390,14 +508,16 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::os::unix::fs::symlink(outside.join("victim"), &path).unwrap();
         let err = Audit::open(&session, "r").err().unwrap();
-        assert!(err.contains("symbolic link"), "{err}");
-        assert!(records(&path).unwrap_err().contains("symbolic link"));
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert!(matches!(err, AuditError::Link(p) if p == path));
+        assert!(matches!(records(&path), Err(AuditError::Link(_))));
         // A folder on the way a link.
         let session = dir.path().join("s2");
         std::fs::create_dir_all(session.join("audit")).unwrap();
         std::os::unix::fs::symlink(&outside, session.join("audit/unattended")).unwrap();
         let err = Audit::open(&session, "r").err().unwrap();
-        assert!(err.contains("symbolic link"), "{err}");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert!(matches!(err, AuditError::Folder { .. }), "{err:?}");
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
         assert_eq!(
             std::fs::read_to_string(outside.join("victim")).unwrap(),

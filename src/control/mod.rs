@@ -99,10 +99,13 @@ impl Plane {
                 code: r.code,
                 message: r.message,
             })?;
-        let audit = audit::Audit::open(&self.session_dir, &self.run_id).map_err(|e| Refusal {
-            code: "unattended_audit_unavailable",
-            details: json!({"code": "unattended_audit_unavailable", "message": e}),
-            message: e,
+        let audit = audit::Audit::open(&self.session_dir, &self.run_id).map_err(|e| {
+            let message = e.to_string();
+            Refusal {
+                code: "unattended_audit_unavailable",
+                details: json!({"code": "unattended_audit_unavailable", "message": message}),
+                message,
+            }
         })?;
         let active = Active {
             meter: budget::Meter::new(declaration.budget.clone()),
@@ -145,7 +148,7 @@ impl Plane {
         let actor = a.declaration.actor.clone();
         if let Err(e) = a.audit.record(ev, session_id, Some(&actor)) {
             log::error!("unattended audit: {e}");
-            a.audit_error = Some(e);
+            a.audit_error = Some(e.to_string());
         }
     }
 

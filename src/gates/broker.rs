@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::canonical::hash;
 use super::schema::{check_schema, validate};
-use super::store::{GateStore, Record, Status};
+use super::store::{GateError, GateStore, Record, Status};
 use crate::protocol::gate::{GateAnswerError, GateOption, GateResolution, WorkflowGate};
 use crate::protocol::outbound::TypedError;
 
@@ -63,7 +63,7 @@ impl Broker {
         let (store, notice) = match session_dir.map(|d| GateStore::path_for(d, session_id)) {
             Some(Ok(path)) => GateStore::load(path),
             // An id that cannot name a file keeps the gates in memory, and the host is told.
-            Some(Err(e)) => (GateStore::in_memory(), Some(e)),
+            Some(Err(e)) => (GateStore::in_memory(), Some(e.to_string())),
             None => (GateStore::in_memory(), None),
         };
         let broker = Broker {
@@ -128,7 +128,7 @@ impl Broker {
         self.store.data.gates.insert(gate.gate_id.clone(), record);
         if let Err(e) = self.store.save() {
             self.store.data.gates.remove(&gate.gate_id);
-            return Err(err("gate_store_unavailable", e));
+            return Err(err("gate_store_unavailable", e.to_string()));
         }
         if let Some(w) = waiter {
             self.waiters.insert(gate.gate_id.clone(), w);
@@ -221,7 +221,7 @@ impl Broker {
         record.origin = Some("host".into());
         if let Err(e) = self.store.save() {
             self.store.data.gates.insert(gate_id.into(), previous);
-            return Err(err("gate_store_unavailable", e));
+            return Err(err("gate_store_unavailable", e.to_string()));
         }
         // Debug builds only: die between the acceptance and the advance, as a crash would.
         #[cfg(debug_assertions)]
@@ -337,7 +337,7 @@ impl Broker {
         &self.store.data.workflow
     }
 
-    pub fn set_workflow(&mut self, state: Value) -> Result<(), String> {
+    pub fn set_workflow(&mut self, state: Value) -> Result<(), GateError> {
         self.store.data.workflow = state;
         self.store.save()
     }

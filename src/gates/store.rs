@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::fs::atomic;
 use crate::fs::bounded::{self, Links};
+use crate::ids::IdError;
 use crate::protocol::gate::{GateResolution, WorkflowGate};
 
 /// The folder of the stores in a session folder.
@@ -94,6 +95,43 @@ pub struct GateStore {
     pub data: StoreFile,
 }
 
+/// Why a gate store has no file or could not be written.
+#[derive(Debug)]
+pub enum GateError {
+    /// The session id cannot name the store's file.
+    NoStore(IdError),
+    /// The folder or the file could not be written.
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    Encode(serde_json::Error),
+}
+
+impl std::fmt::Display for GateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GateError::NoStore(e) => write!(f, "no workflow gate store for this session: {e}"),
+            GateError::Write { path, source } => write!(
+                f,
+                "cannot write the workflow gate store {}: {source}",
+                path.display()
+            ),
+            GateError::Encode(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for GateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            GateError::NoStore(e) => Some(e),
+            GateError::Write { source, .. } => Some(source),
+            GateError::Encode(e) => Some(e),
+        }
+    }
+}
+
 impl GateStore {
     pub fn in_memory() -> GateStore {
         GateStore {
@@ -106,9 +144,9 @@ impl GateStore {
     }
 
     /// `<session dir>/workflow-gates/<session id>.json`, or why `session_id` cannot name it.
-    pub fn path_for(session_dir: &Path, session_id: &str) -> Result<PathBuf, String> {
+    pub fn path_for(session_dir: &Path, session_id: &str) -> Result<PathBuf, GateError> {
         crate::ids::join_id(&session_dir.join(FOLDER), session_id, ".json")
-            .map_err(|e| format!("no workflow gate store for this session: {e}"))
+            .map_err(GateError::NoStore)
     }
 
     /// Loads the store at `path` (a missing file is an empty store). A corrupt file is moved
@@ -169,25 +207,19 @@ impl GateStore {
     }
 
     /// Writes the whole store atomically (private file, private folder).
-    pub fn save(&self) -> Result<(), String> {
+    pub fn save(&self) -> Result<(), GateError> {
         let Some(path) = &self.path else {
             return Ok(());
         };
+        let failed = |source| GateError::Write {
+            path: path.clone(),
+            source,
+        };
         if let Some(session_dir) = path.parent().and_then(Path::parent) {
-            crate::fs::dirs::real_dir(session_dir, &[FOLDER]).map_err(|e| {
-                format!(
-                    "cannot write the workflow gate store {}: {e}",
-                    path.display()
-                )
-            })?;
+            crate::fs::dirs::real_dir(session_dir, &[FOLDER]).map_err(failed)?;
         }
-        let bytes = serde_json::to_vec_pretty(&self.data).map_err(|e| e.to_string())?;
-        atomic::replace(path, atomic::Options::PRIVATE, atomic::bytes(&bytes)).map_err(|e| {
-            format!(
-                "cannot write the workflow gate store {}: {e}",
-                path.display()
-            )
-        })
+        let bytes = serde_json::to_vec_pretty(&self.data).map_err(GateError::Encode)?;
+        atomic::replace(path, atomic::Options::PRIVATE, atomic::bytes(&bytes)).map_err(failed)
     }
 }
 
@@ -315,7 +347,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         for id in ["/etc/x", "../../x", "..", "a/b", ""] {
             let err = GateStore::path_for(tmp.path(), id).unwrap_err();
-            assert!(err.contains("invalid id"), "{id:?}: {err}");
+            assert!(matches!(&err, GateError::NoStore(IdError::Invalid(bad)) if bad == id));
+            assert!(err.to_string().contains("invalid id"), "{id:?}: {err}");
         }
     }
 
@@ -345,7 +378,8 @@ mod tests {
         let (store, notice) = GateStore::load(GateStore::path_for(&other, "s2").unwrap());
         assert!(notice.is_none());
         let err = store.save().unwrap_err();
-        assert!(err.contains("symbolic link"), "{err}");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert!(matches!(&err, GateError::Write { path, .. } if path.starts_with(&other)));
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
     }
 }

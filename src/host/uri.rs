@@ -61,6 +61,41 @@ pub struct UriReply {
     pub immutable: bool,
 }
 
+/// Why a read or write through the host did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UriError {
+    /// No broker to send the request through (gjc is shutting down).
+    NoBroker,
+    /// The call was cancelled while waiting.
+    Aborted,
+    /// The host answered with an error: its text, or `None` when it gave none.
+    Refused {
+        url: String,
+        message: Option<String>,
+    },
+    /// The broker refused the request before the host saw it (its reason).
+    Rejected(String),
+    /// The broker stopped while the request waited.
+    BrokerStopped,
+}
+
+impl std::fmt::Display for UriError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UriError::NoBroker => f.write_str("the host broker is not running"),
+            UriError::Aborted => f.write_str("Host URI request aborted"),
+            UriError::Refused {
+                message: Some(m), ..
+            } => f.write_str(m),
+            UriError::Refused { url, message: None } => write!(f, "the host refused {url}"),
+            UriError::Rejected(reason) => f.write_str(reason),
+            UriError::BrokerStopped => f.write_str("the host broker stopped"),
+        }
+    }
+}
+
+impl std::error::Error for UriError {}
+
 /// Asks the host to read or write `url`, waiting until it answers, the call is cancelled
 /// (`cancelled` turns true), or the host goes away.
 pub fn request(
@@ -68,7 +103,7 @@ pub fn request(
     url: &str,
     content: Option<&str>,
     cancelled: &dyn Fn() -> bool,
-) -> Result<UriReply, String> {
+) -> Result<UriReply, UriError> {
     let (reply, rx) = unbounded();
     let id = host
         .call(CallKind::Uri, None, reply, |id| {
@@ -79,18 +114,18 @@ pub fn request(
                 content: content.map(str::to_string),
             })
         })
-        .ok_or_else(|| "the host broker is not running".to_string())?;
+        .ok_or(UriError::NoBroker)?;
     loop {
         if cancelled() {
             host.cancel(id);
-            return Err("Host URI request aborted".into());
+            return Err(UriError::Aborted);
         }
         match crate::park::recv_timeout(&rx, Duration::from_millis(10)) {
             Ok(HostEvent::UriResult(r)) if r.is_error => {
-                return Err(r
-                    .error
-                    .or(r.content)
-                    .unwrap_or_else(|| format!("the host refused {url}")));
+                return Err(UriError::Refused {
+                    url: url.to_string(),
+                    message: r.error.or(r.content),
+                });
             }
             Ok(HostEvent::UriResult(r)) => {
                 return Ok(UriReply {
@@ -100,11 +135,11 @@ pub fn request(
                     immutable: r.immutable,
                 })
             }
-            Ok(HostEvent::Rejected { reason, .. }) => return Err(reason),
+            Ok(HostEvent::Rejected { reason, .. }) => return Err(UriError::Rejected(reason)),
             Ok(_) => {}
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                return Err("the host broker stopped".into())
+                return Err(UriError::BrokerStopped)
             }
         }
     }
@@ -121,6 +156,21 @@ mod tests {
             writable: false,
             immutable: false,
         }
+    }
+
+    /// The host's own text is shown as it is; without one, the refusal names the URL.
+    #[test]
+    fn a_refusal_shows_the_hosts_text_or_the_url() {
+        let with = UriError::Refused {
+            url: "db://x".into(),
+            message: Some("no such table".into()),
+        };
+        assert_eq!(with.to_string(), "no such table");
+        let without = UriError::Refused {
+            url: "db://x".into(),
+            message: None,
+        };
+        assert_eq!(without.to_string(), "the host refused db://x");
     }
 
     #[test]

@@ -73,16 +73,55 @@ pub struct ResponseFrame {
 impl ResponseFrame {
     /// The payload read as `T` (`null` when the response has none). A refused command is an
     /// error carrying its `error` text.
-    pub fn data_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
+    pub fn data_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, DataError> {
         if !self.success {
-            return Err(format!(
-                "{} failed: {}",
-                self.command,
-                self.error.as_deref().unwrap_or("no reason given")
-            ));
+            return Err(DataError::Refused {
+                command: self.command.clone(),
+                error: self.error.clone(),
+            });
         }
         let data = self.data.as_ref().unwrap_or(&Value::Null);
-        T::deserialize(data).map_err(|e| format!("{} payload: {e}", self.command))
+        T::deserialize(data).map_err(|error| DataError::Payload {
+            command: self.command.clone(),
+            error,
+        })
+    }
+}
+
+/// Why a response's payload could not be had.
+#[derive(Debug)]
+pub enum DataError {
+    /// The command failed; `error` is the response's text, if it gave one.
+    Refused {
+        command: String,
+        error: Option<String>,
+    },
+    /// The payload is not of the type asked for.
+    Payload {
+        command: String,
+        error: serde_json::Error,
+    },
+}
+
+impl std::fmt::Display for DataError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DataError::Refused { command, error } => write!(
+                f,
+                "{command} failed: {}",
+                error.as_deref().unwrap_or("no reason given")
+            ),
+            DataError::Payload { command, error } => write!(f, "{command} payload: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for DataError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DataError::Payload { error, .. } => Some(error),
+            DataError::Refused { .. } => None,
+        }
     }
 }
 
@@ -381,9 +420,19 @@ mod tests {
             r#"{"type":"response","command":"set_model","success":false,"error":"no such model"}"#,
         )
         .unwrap();
-        assert_eq!(
-            refused.data_as::<Value>().unwrap_err(),
-            "set_model failed: no such model"
+        let e = refused.data_as::<Value>().unwrap_err();
+        assert_eq!(e.to_string(), "set_model failed: no such model");
+        assert!(
+            matches!(&e, DataError::Refused { command, error: Some(t) } if command == "set_model" && t == "no such model")
+        );
+        let e = ok.data_as::<Vec<u8>>().unwrap_err();
+        assert!(
+            matches!(&e, DataError::Payload { command, .. } if command == "get_last_assistant_text")
+        );
+        assert!(
+            e.to_string()
+                .starts_with("get_last_assistant_text payload: "),
+            "{e}"
         );
     }
 }

@@ -234,33 +234,30 @@ impl Catalog {
 
     /// A model by provider and id: its entry when there is one, else a model built from the
     /// provider's defaults, since a provider serves far more models than any list names.
-    pub fn resolve(&self, provider: &str, id: &str) -> Result<Model, String> {
+    pub fn resolve(&self, provider: &str, id: &str) -> Result<Model, CatalogError> {
         if let Some(m) = self.find(provider, id) {
             return Ok(m.clone());
         }
         self.synthesize(provider, id)
-            .ok_or(format!("Model not found: {provider}/{id}"))
+            .ok_or_else(|| CatalogError::ModelNotFound {
+                provider: provider.to_string(),
+                id: id.to_string(),
+            })
     }
 
     /// The model `--provider P` alone selects: the provider's first model.
-    pub fn default_of(&self, provider: &str) -> Result<Model, String> {
+    pub fn default_of(&self, provider: &str) -> Result<Model, CatalogError> {
         match (
             self.first_of(provider),
             self.providers.contains_key(provider),
         ) {
             (Some(m), _) => Ok(m.clone()),
-            (None, true) => Err(format!(
-                "provider {provider:?} has no built-in model: name one with --model"
-            )),
-            (None, false) => Err(format!(
-                "unknown provider {provider:?} (known: {})",
-                self.provider_names().join(", ")
-            )),
+            (None, true) => Err(CatalogError::NoDefault(provider.to_string())),
+            (None, false) => Err(CatalogError::UnknownProvider {
+                provider: provider.to_string(),
+                known: self.providers.keys().cloned().collect(),
+            }),
         }
-    }
-
-    fn provider_names(&self) -> Vec<&str> {
-        self.providers.keys().map(String::as_str).collect()
     }
 
     /// A model of a known provider that has no entry: the provider's API, base URL, headers and
@@ -411,6 +408,43 @@ fn named_defaults(p: &NamedProvider) -> ProviderDefaults {
         max_tokens: p.max_tokens,
     }
 }
+
+/// Why the catalog has no model for a name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CatalogError {
+    /// No entry, and none can be made (an unknown provider, the scripted one, an empty id).
+    ModelNotFound { provider: String, id: String },
+    /// A known provider without a built-in model: the model must be named.
+    NoDefault(String),
+    /// A provider nobody configured; `known` lists the ones there are.
+    UnknownProvider {
+        provider: String,
+        known: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for CatalogError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CatalogError::ModelNotFound { provider, id } => {
+                write!(f, "Model not found: {provider}/{id}")
+            }
+            CatalogError::NoDefault(p) => {
+                write!(
+                    f,
+                    "provider {p:?} has no built-in model: name one with --model"
+                )
+            }
+            CatalogError::UnknownProvider { provider, known } => write!(
+                f,
+                "unknown provider {provider:?} (known: {})",
+                known.join(", ")
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CatalogError {}
 
 /// A base URL as gjc calls it: an `http(s)` URL without a trailing slash. For
 /// `anthropic-messages` the configured URL is the API root (`https://api.anthropic.com`, as pi

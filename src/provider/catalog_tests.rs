@@ -61,15 +61,24 @@ fn named_providers_take_any_model_id() {
                 .reasoning
         );
         assert_eq!(
-            c.resolve("nope", "x").unwrap_err(),
+            c.resolve("nope", "x").unwrap_err().to_string(),
             "Model not found: nope/x"
         );
-        assert!(c.resolve("scripted", "other").is_err());
-        assert!(c.default_of("openrouter").unwrap_err().contains("--model"));
-        assert!(c
-            .default_of("nope")
-            .unwrap_err()
-            .contains("unknown provider"));
+        assert!(matches!(
+            c.resolve("scripted", "other"),
+            Err(CatalogError::ModelNotFound { provider, .. }) if provider == "scripted"
+        ));
+        let none = c.default_of("openrouter").unwrap_err();
+        assert_eq!(none, CatalogError::NoDefault("openrouter".into()));
+        assert!(none.to_string().contains("--model"));
+        let unknown = c.default_of("nope").unwrap_err();
+        assert!(
+            matches!(&unknown, CatalogError::UnknownProvider { known, .. } if known.iter().any(|k| k == "openrouter")),
+            "{unknown:?}"
+        );
+        assert!(unknown
+            .to_string()
+            .starts_with("unknown provider \"nope\" (known: "));
     });
 }
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::builder::MessageBuilder;
 use super::catalog::price;
 use super::{CancelFlag, EventSink, ProviderEvent, ProviderFailure, ProviderRequest};
+use crate::fs::bounded::{self, Links, ReadError};
 use crate::protocol::message::{AgentMessage, AssistantMessage, StopReason, Usage};
 
 #[derive(Debug)]
@@ -82,16 +83,64 @@ struct ScriptFile {
     turns: Vec<Turn>,
 }
 
+/// A script larger than this is refused: it is read whole, at start.
+const MAX_SCRIPT_BYTES: u64 = 256 << 20;
+
+/// Why a script could not be used.
+#[derive(Debug)]
+pub enum ScriptError {
+    /// The file could not be read (missing, not a regular file, too large).
+    Read {
+        path: std::path::PathBuf,
+        source: ReadError,
+    },
+    /// The text is not a script (`source` names where it came from).
+    Invalid {
+        source: String,
+        error: serde_json::Error,
+    },
+}
+
+impl std::fmt::Display for ScriptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScriptError::Read { path, source } => {
+                write!(f, "cannot read script {}: {source}", path.display())
+            }
+            ScriptError::Invalid { source, error } => write!(f, "invalid script {source}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for ScriptError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ScriptError::Read { source, .. } => Some(source),
+            ScriptError::Invalid { error, .. } => Some(error),
+        }
+    }
+}
+
 impl Script {
-    pub fn load(path: &Path) -> Result<Script, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read script {}: {e}", path.display()))?;
+    /// Reads a script: a regular file (a link to one is fine: the user named it), at most
+    /// [`MAX_SCRIPT_BYTES`], so a FIFO or `/dev/zero` given by mistake fails at once.
+    pub fn load(path: &Path) -> Result<Script, ScriptError> {
+        let text =
+            bounded::read_to_string(path, MAX_SCRIPT_BYTES, Links::Follow).map_err(|source| {
+                ScriptError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
         Script::parse(&text, &path.display().to_string())
     }
 
-    pub fn parse(text: &str, source: &str) -> Result<Script, String> {
+    pub fn parse(text: &str, source: &str) -> Result<Script, ScriptError> {
         let file: ScriptFile =
-            serde_json::from_str(text).map_err(|e| format!("invalid script {source}: {e}"))?;
+            serde_json::from_str(text).map_err(|error| ScriptError::Invalid {
+                source: source.to_string(),
+                error,
+            })?;
         Ok(Script {
             turns: file.turns,
             next: AtomicUsize::new(0),
@@ -303,4 +352,35 @@ fn aborted(b: MessageBuilder, sink: &EventSink) {
 /// A tiny helper so tests and examples can build scripts in code.
 pub fn text_turn(text: &str) -> Value {
     serde_json::json!({"content": [{"type": "text", "text": text}]})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device or a folder given as the script is refused for what it is, not read.
+    #[test]
+    fn only_a_regular_file_is_a_script() {
+        let e = Script::load(Path::new("/dev/null")).err().unwrap();
+        assert!(
+            matches!(
+                &e,
+                ScriptError::Read {
+                    source: ReadError::NotRegular { .. },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e
+            .to_string()
+            .starts_with("cannot read script /dev/null: not a regular file"));
+        let e = Script::load(Path::new("/nonexistent/s.json"))
+            .err()
+            .unwrap();
+        assert!(matches!(&e, ScriptError::Read { source, .. } if source.is_not_found()));
+        let e = Script::parse("{\"turns\": 1}", "inline").err().unwrap();
+        assert!(matches!(&e, ScriptError::Invalid { source, .. } if source == "inline"));
+        assert!(e.to_string().starts_with("invalid script inline: "), "{e}");
+    }
 }

@@ -284,7 +284,7 @@ fn read_rule(path: &Path, level: Level) -> Result<Rule, String> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    parse::parse(&text, &stem, path, level)
+    parse::parse(&text, &stem, path, level).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -56,11 +56,43 @@ fn split(text: &str) -> (Option<&str>, &str) {
     (None, text)
 }
 
-pub fn parse(text: &str, stem: &str, path: &Path, level: Level) -> Result<Rule, String> {
+/// Why a rule file is not a rule.
+#[derive(Debug)]
+pub enum ParseError {
+    /// The front matter is not YAML of the expected shape.
+    FrontMatter(serde_yaml_ng::Error),
+    /// A `scope` that is none of text, thinking or tool.
+    UnknownScope(String),
+    /// A `repeatMode` that is neither once nor gap.
+    UnknownRepeat(String),
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParseError::FrontMatter(e) => write!(f, "front matter: {e}"),
+            ParseError::UnknownScope(s) => {
+                write!(f, "unknown scope {s:?} (text, thinking or tool)")
+            }
+            ParseError::UnknownRepeat(m) => write!(f, "unknown repeatMode {m:?} (once or gap)"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ParseError::FrontMatter(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+pub fn parse(text: &str, stem: &str, path: &Path, level: Level) -> Result<Rule, ParseError> {
     let (front, body) = split(text);
     let fm: FrontMatter = match front {
         Some(yaml) if !yaml.trim().is_empty() => {
-            serde_yaml_ng::from_str(yaml).map_err(|e| format!("front matter: {e}"))?
+            serde_yaml_ng::from_str(yaml).map_err(ParseError::FrontMatter)?
         }
         _ => FrontMatter::default(),
     };
@@ -87,17 +119,14 @@ pub fn parse(text: &str, stem: &str, path: &Path, level: Level) -> Result<Rule, 
         Some(s) => s
             .into_vec()
             .iter()
-            .map(|s| {
-                Scope::parse(s)
-                    .ok_or_else(|| format!("unknown scope {s:?} (text, thinking or tool)"))
-            })
+            .map(|s| Scope::parse(s).ok_or_else(|| ParseError::UnknownScope(s.clone())))
             .collect::<Result<Vec<_>, _>>()?,
     };
     let repeat = match fm.repeat_mode.as_deref() {
         None | Some("once") => Repeat::Once,
         // A gap of at least one turn, so a rule cannot fire again on the request it caused.
         Some("gap" | "after-gap") => Repeat::Gap(fm.repeat_gap.unwrap_or(1).max(1)),
-        Some(other) => return Err(format!("unknown repeatMode {other:?} (once or gap)")),
+        Some(other) => return Err(ParseError::UnknownRepeat(other.to_string())),
     };
     Ok(Rule {
         name,
@@ -117,7 +146,7 @@ pub fn parse(text: &str, stem: &str, path: &Path, level: Level) -> Result<Rule, 
 mod tests {
     use super::*;
 
-    fn rule(text: &str) -> Result<Rule, String> {
+    fn rule(text: &str) -> Result<Rule, ParseError> {
         parse(text, "stem", Path::new("/r/stem.md"), Level::User)
     }
 
@@ -156,15 +185,27 @@ condition:\n  - '\\.unwrap\\(\\)'\n  - expect\\(\nscope: [text, tool]\nrepeatMod
 
     #[test]
     fn bad_front_matter_is_an_error() {
-        assert!(rule("---\nname: [unclosed\n---\nb")
-            .unwrap_err()
-            .contains("front matter"));
-        assert!(rule("---\nscope: everything\n---\nb")
-            .unwrap_err()
-            .contains("scope"));
-        assert!(rule("---\nrepeatMode: twice\n---\nb")
-            .unwrap_err()
-            .contains("repeatMode"));
-        assert!(rule("---\nalwaysApply: maybe\n---\nb").is_err());
+        let e = rule("---\nname: [unclosed\n---\nb").unwrap_err();
+        assert!(matches!(e, ParseError::FrontMatter(_)), "{e:?}");
+        assert!(e.to_string().starts_with("front matter: "), "{e}");
+        let e = rule("---\nscope: everything\n---\nb").unwrap_err();
+        assert!(
+            matches!(&e, ParseError::UnknownScope(s) if s == "everything"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "unknown scope \"everything\" (text, thinking or tool)"
+        );
+        let e = rule("---\nrepeatMode: twice\n---\nb").unwrap_err();
+        assert!(
+            matches!(&e, ParseError::UnknownRepeat(m) if m == "twice"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("repeatMode"));
+        assert!(matches!(
+            rule("---\nalwaysApply: maybe\n---\nb"),
+            Err(ParseError::FrontMatter(_))
+        ));
     }
 }

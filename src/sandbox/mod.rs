@@ -144,7 +144,7 @@ impl Sandbox {
         &mut self,
         session_dir: &Path,
         escalated: &audit::Escalated<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), audit::TrailError> {
         let trail = match &mut self.trail {
             Some(trail) => trail,
             None => self
@@ -329,12 +329,12 @@ impl Policy {
         acp: bool,
         network: bool,
         roots: &[PathBuf],
-    ) -> Result<Policy, String> {
+    ) -> Result<Policy, PolicyError> {
         let mode = match sandbox {
             Some("read-only") => SandboxMode::ReadOnly,
             Some("workspace-write") => SandboxMode::WorkspaceWrite,
             Some("danger-full-access") => SandboxMode::DangerFullAccess,
-            Some(other) => return Err(format!("unknown sandbox policy {other:?}")),
+            Some(other) => return Err(PolicyError::UnknownMode(other.to_string())),
             None if acp => SandboxMode::WorkspaceWrite,
             None => SandboxMode::DangerFullAccess,
         };
@@ -347,19 +347,60 @@ impl Policy {
     }
 }
 
+/// Why a sandbox policy given by the host or the command line was refused.
+#[derive(Debug)]
+pub enum PolicyError {
+    /// A `--sandbox` that is none of the three policies.
+    UnknownMode(String),
+    /// A writable root that is not an absolute path.
+    RelativeRoot(String),
+    /// A writable root that exists but is no folder.
+    RootNotFolder(String),
+    /// A writable root that cannot be looked at (missing, no permission).
+    Root {
+        root: String,
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PolicyError::UnknownMode(m) => write!(f, "unknown sandbox policy {m:?}"),
+            PolicyError::RelativeRoot(r) => {
+                write!(f, "writable root {r:?} is not an absolute path")
+            }
+            PolicyError::RootNotFolder(r) => write!(f, "writable root {r:?} is not a folder"),
+            PolicyError::Root { root, source } => write!(f, "writable root {root:?}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PolicyError::Root { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 /// Checks the host's writable roots: absolute paths of existing folders.
-pub fn parse_roots(roots: &[String]) -> Result<Vec<PathBuf>, String> {
+pub fn parse_roots(roots: &[String]) -> Result<Vec<PathBuf>, PolicyError> {
     roots
         .iter()
         .map(|r| {
             let path = PathBuf::from(r);
             if !path.is_absolute() {
-                return Err(format!("writable root {r:?} is not an absolute path"));
+                return Err(PolicyError::RelativeRoot(r.clone()));
             }
             match std::fs::metadata(&path) {
                 Ok(m) if m.is_dir() => Ok(path),
-                Ok(_) => Err(format!("writable root {r:?} is not a folder")),
-                Err(e) => Err(format!("writable root {r:?}: {e}")),
+                Ok(_) => Err(PolicyError::RootNotFolder(r.clone())),
+                Err(source) => Err(PolicyError::Root {
+                    root: r.clone(),
+                    source,
+                }),
             }
         })
         .collect()

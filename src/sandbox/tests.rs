@@ -160,3 +160,32 @@ fn without_a_sandbox_nothing_is_prepared_for_commands() {
     assert!(matches!(sandbox.commands().read_only, Launch::Confined(_)));
     assert!(matches!(sandbox.launch(), Launch::Unconfined));
 }
+
+/// Each refused policy says what was wrong, with the root it was about.
+#[test]
+fn a_bad_policy_is_refused_for_what_it_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("f");
+    std::fs::write(&file, "x").unwrap();
+    let e = Policy::from_args(Some("open"), false, false, &[]).unwrap_err();
+    assert!(
+        matches!(&e, PolicyError::UnknownMode(m) if m == "open"),
+        "{e:?}"
+    );
+    assert_eq!(e.to_string(), "unknown sandbox policy \"open\"");
+    let roots = |r: &str| parse_roots(&[r.to_string()]).unwrap_err();
+    assert!(matches!(roots("rel"), PolicyError::RelativeRoot(r) if r == "rel"));
+    let f = file.display().to_string();
+    assert!(matches!(roots(&f), PolicyError::RootNotFolder(r) if r == f));
+    let missing = tmp.path().join("missing").display().to_string();
+    let e = roots(&missing);
+    assert!(
+        matches!(&e, PolicyError::Root { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
+        "{e:?}"
+    );
+    assert!(e
+        .to_string()
+        .starts_with(&format!("writable root {missing:?}: ")));
+    let ok = Policy::from_args(None, true, false, &[tmp.path().to_path_buf()]).unwrap();
+    assert_eq!(ok.roots, vec![tmp.path().to_path_buf()]);
+}

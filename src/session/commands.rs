@@ -109,9 +109,9 @@ impl SessionLoop {
                     ));
                     let saved = self.state.store.set_title(&n);
                     self.state.name = Some(n);
-                    saved.map(|_| None).map_err(CommandError::Io)
+                    saved.map(|_| None).map_err(CommandError::from)
                 }
-                Err(e) => Err(CommandError::Invalid(e)),
+                Err(e) => Err(CommandError::Invalid(e.to_string())),
             },
             Command::SwitchSession(p) => {
                 self.switch_session(std::path::Path::new(&p.session_path), p.cwd)
@@ -122,7 +122,7 @@ impl SessionLoop {
             Command::ExportHtml(p) => self.export_html(p.output_path.as_deref()),
             Command::GetSessionStats(_) => match self.state.stats() {
                 Ok(stats) => data(&stats),
-                Err(e) => Err(CommandError::Io(e)),
+                Err(e) => Err(CommandError::Io(e.to_string())),
             },
             Command::GetMessages(_) => return self.get_messages(id),
             Command::GetLastAssistantText(_) => data(&reply::LastAssistantText {
@@ -241,7 +241,7 @@ impl SessionLoop {
     fn get_messages(&mut self, id: Option<Value>) -> Reply {
         let response = match self.state.messages.to_json() {
             Ok(data) => Response::ok_raw(id, "get_messages", Some(data)),
-            Err(e) => Response::err(id, "get_messages", CommandError::Io(e)),
+            Err(e) => Response::err(id, "get_messages", CommandError::Io(e.to_string())),
         };
         crate::memory::release_free_pages();
         Reply::now(response)
@@ -308,8 +308,8 @@ impl SessionLoop {
     /// Opens another session file. A missing or corrupt file leaves the current session as it was.
     fn switch_session(&mut self, path: &std::path::Path, cwd: Option<String>) -> Answer {
         let cwd = project_cwd(cwd)?;
-        let mut loaded = super::store::load(path).map_err(CommandError::Io)?;
-        let store = super::store::Store::open(path, &mut loaded).map_err(CommandError::Io)?;
+        let mut loaded = super::store::load(path)?;
+        let store = super::store::Store::open(path, &mut loaded)?;
         self.abort_run();
         self.state.store.sync();
         if let Some(cwd) = cwd {
@@ -356,8 +356,7 @@ impl SessionLoop {
             &self.state.session_dir,
             &new_id,
             &self.state.cwd,
-        )
-        .map_err(CommandError::Io)?;
+        )?;
         self.switch_session(&new_path, None)?;
         // Editors put the branched message back into their input box.
         self.send(crate::protocol::Outbound::Show(
@@ -380,8 +379,7 @@ impl SessionLoop {
                 messages: Vec::new(),
             });
         };
-        let messages = super::store::user_messages(path)
-            .map_err(CommandError::Io)?
+        let messages = super::store::user_messages(path)?
             .into_iter()
             .map(|(entry_id, text)| reply::BranchMessage { entry_id, text })
             .collect();
@@ -404,7 +402,11 @@ impl SessionLoop {
             .name
             .clone()
             .unwrap_or_else(|| format!("gjc session {}", self.state.id));
-        let messages = self.state.messages.parsed().map_err(CommandError::Io)?;
+        let messages = self
+            .state
+            .messages
+            .parsed()
+            .map_err(|e| CommandError::Io(e.to_string()))?;
         let html = crate::export_html::render(&title, &self.state.id, messages);
         if let Some(dir) = target.parent() {
             std::fs::create_dir_all(dir)
@@ -431,8 +433,8 @@ impl SessionLoop {
     fn set_host_tools(&mut self, defs: &[HostToolDefinition]) -> Answer {
         let builtin = crate::tools::builtin_names();
         let builtin: Vec<&str> = builtin.iter().map(String::as_str).collect();
-        let validated =
-            crate::host::tools::validate(defs, &builtin).map_err(CommandError::Invalid)?;
+        let validated = crate::host::tools::validate(defs, &builtin)
+            .map_err(|e| CommandError::Invalid(e.to_string()))?;
         let names: Vec<String> = validated.iter().map(|(d, _)| d.name.clone()).collect();
         let tools = validated
             .into_iter()
@@ -470,7 +472,7 @@ impl SessionLoop {
             .state
             .catalog
             .resolve(provider, model_id)
-            .map_err(CommandError::Invalid)?;
+            .map_err(|e| CommandError::Invalid(e.to_string()))?;
         self.state.catalog.api_key(provider).map_err(|_| {
             CommandError::Credentials(format!("No API key for {provider}/{model_id}"))
         })?;
@@ -578,7 +580,7 @@ impl SessionLoop {
 fn project_cwd(cwd: Option<String>) -> Result<Option<std::path::PathBuf>, CommandError> {
     cwd.map(|c| super::project::resolve_cwd(std::path::Path::new(&c)))
         .transpose()
-        .map_err(CommandError::Invalid)
+        .map_err(|e| CommandError::Invalid(e.to_string()))
 }
 
 fn parse_mode(mode: &str, what: &str) -> Result<QueueMode, CommandError> {

@@ -214,7 +214,11 @@ impl SessionLoop {
             return Err(Refused("Already compacted".into()));
         }
         let (model, api_key) = self.state.credentials().map_err(Credentials)?;
-        let messages = self.state.messages.parsed().map_err(Io)?;
+        let messages = self
+            .state
+            .messages
+            .parsed()
+            .map_err(|e| Io(e.to_string()))?;
         let cut = cut_point(messages, keep_tokens())
             .ok_or_else(|| Refused("Nothing to compact (session too small)".into()))?;
         let tokens_before = self
@@ -222,7 +226,11 @@ impl SessionLoop {
             .context_usage()
             .and_then(|u| u.tokens)
             .unwrap_or(0);
-        let messages = self.state.messages.parsed().map_err(Io)?;
+        let messages = self
+            .state
+            .messages
+            .parsed()
+            .map_err(|e| Io(e.to_string()))?;
         let prompt = summary_prompt(&messages[..cut], custom);
         self.before_compact_hooks(match origin {
             Origin::Manual(_) | Origin::Handoff(_) => "manual",
@@ -382,7 +390,7 @@ impl SessionLoop {
         cut: usize,
         tokens_before: u64,
     ) -> Result<CompactionResult, String> {
-        let (messages, ids) = self.state.messages.parts_mut()?;
+        let (messages, ids) = self.state.messages.parts_mut().map_err(|e| e.to_string())?;
         let first_kept = ids.get(cut).cloned().flatten().unwrap_or_default();
         if cut > messages.len() {
             return Err("The context changed while it was being summarised".into());
@@ -394,7 +402,7 @@ impl SessionLoop {
             .append("compaction", entry)
             .map_err(|e| format!("Cannot save the compaction: {e}"))?;
         self.emit_store_notices();
-        let (messages, ids) = self.state.messages.parts_mut()?;
+        let (messages, ids) = self.state.messages.parts_mut().map_err(|e| e.to_string())?;
         let kept: Vec<AgentMessage> = messages.drain(cut..).collect();
         let kept_ids: Vec<Option<super::store::EntryId>> =
             ids.drain(cut.min(ids.len())..).collect();

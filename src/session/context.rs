@@ -17,8 +17,11 @@ use crate::protocol::Data;
 use crate::provider::catalog::Model;
 use crate::provider::history::{History, HistoryCache};
 
+mod error;
 mod file;
 mod slots;
+
+pub use error::ContextError;
 pub use file::Stamp;
 use file::{parse, read_span, Window};
 use slots::{At, Slots};
@@ -130,7 +133,7 @@ impl Context {
     /// message that no longer parses (the file was damaged after loading) is dropped with a
     /// warning, as the loader would have done; an unreadable file is an error and leaves the
     /// context as it was.
-    pub fn messages(&mut self) -> Result<&mut Vec<AgentMessage>, String> {
+    pub fn messages(&mut self) -> Result<&mut Vec<AgentMessage>, ContextError> {
         self.parse_stored()?;
         self.history = HistoryCache::default();
         self.tally.set(None);
@@ -139,19 +142,19 @@ impl Context {
 
     /// The messages, parsed now if they were still in the file (see [`Context::messages`]), to
     /// read them.
-    pub fn parsed(&mut self) -> Result<&[AgentMessage], String> {
+    pub fn parsed(&mut self) -> Result<&[AgentMessage], ContextError> {
         self.parse_stored()?;
         Ok(&self.parsed)
     }
 
     /// The messages encoded for `model`'s API: only the ones appended since the last request
     /// (to the same model) are encoded now.
-    pub fn encoded_history(&mut self, model: &Model) -> Result<History, String> {
+    pub fn encoded_history(&mut self, model: &Model) -> Result<History, ContextError> {
         self.parse_stored()?;
         Ok(self.history.encode(model, &self.parsed))
     }
 
-    fn parse_stored(&mut self) -> Result<(), String> {
+    fn parse_stored(&mut self) -> Result<(), ContextError> {
         if let Some(stored) = &self.stored {
             let mut window = Window::new(&stored.file);
             let mut parsed = Vec::with_capacity(stored.items.len());
@@ -175,7 +178,7 @@ impl Context {
     /// The messages and their entry ids, parsed (see [`Context::messages`]).
     pub fn parts_mut(
         &mut self,
-    ) -> Result<(&mut Vec<AgentMessage>, &mut Vec<Option<EntryId>>), String> {
+    ) -> Result<(&mut Vec<AgentMessage>, &mut Vec<Option<EntryId>>), ContextError> {
         self.messages()?;
         Ok((&mut self.parsed, &mut self.ids))
     }
@@ -216,7 +219,7 @@ impl Context {
     }
 
     /// Calls `f` on each message, oldest first, without keeping parsed copies of stored ones.
-    pub fn scan(&self, mut f: impl FnMut(&AgentMessage)) -> Result<(), String> {
+    pub fn scan(&self, mut f: impl FnMut(&AgentMessage)) -> Result<(), ContextError> {
         match &self.stored {
             None => self.parsed.iter().for_each(f),
             Some(s) => {
@@ -245,7 +248,7 @@ impl Context {
 
     /// `{"messages":[...]}`: stored messages are copied from the file as written, parsed ones
     /// serialized. The copy is checked again only if the file changed since it last was.
-    pub fn to_json(&mut self) -> Result<Data, String> {
+    pub fn to_json(&mut self) -> Result<Data, ContextError> {
         #[derive(serde::Serialize)]
         struct Messages<'a> {
             messages: &'a [AgentMessage],
@@ -255,7 +258,7 @@ impl Context {
                 messages: &self.parsed,
             })
             .map(Data::Checked)
-            .map_err(|e| format!("cannot encode the messages: {e}"));
+            .map_err(ContextError::Encode);
         };
         let stamp = Stamp::of(&s.file);
         let mut window = Window::new(&s.file);
@@ -275,19 +278,19 @@ impl Context {
             }
             match item {
                 At::Stored(span) => out.extend_from_slice(window.get(span)?),
-                At::Parsed(m) => serde_json::to_writer(&mut out, m)
-                    .map_err(|e| format!("cannot encode the messages: {e}"))?,
+                At::Parsed(m) => {
+                    serde_json::to_writer(&mut out, m).map_err(ContextError::Encode)?
+                }
             }
         }
         out.extend_from_slice(b"]}");
-        let changed = || "the session file changed on disk since it was loaded".to_string();
-        let text = String::from_utf8(out).map_err(|_| changed())?;
+        let text = String::from_utf8(out).map_err(|_| ContextError::Changed(None))?;
         if stamp.is_some() && stamp == s.checked {
             return Ok(Data::Assembled(text));
         }
         // Written to since the last check (by gjc's own appends, usually): check the copy so a
         // file changed behind gjc's back cannot put a broken line on stdout.
-        let raw = RawValue::from_string(text).map_err(|e| format!("{}: {e}", changed()))?;
+        let raw = RawValue::from_string(text).map_err(|e| ContextError::Changed(Some(e)))?;
         s.checked = stamp;
         Ok(Data::Checked(raw))
     }
@@ -394,6 +397,21 @@ mod tests {
         assert!(ctx.to_json().unwrap().get().contains("one"));
     }
 
+    /// A file cut short after loading fails the parse (and leaves the context as it was).
+    #[test]
+    fn a_file_cut_short_is_an_error_not_a_shorter_context() {
+        let (file, items) = stored(&[user("one"), user("two")]);
+        let mut ctx = Context::from_file(file.reopen().unwrap(), None, items, vec![None, None]);
+        file.as_file().set_len(10).unwrap();
+        let err = ctx.parsed().unwrap_err();
+        assert!(matches!(err, ContextError::Shorter), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "the session file is shorter than when it was loaded"
+        );
+        assert!(!ctx.is_parsed());
+    }
+
     /// Marks `file` as written to: same-size writes within a clock tick leave the times as they
     /// were, so the test sets them apart by hand.
     fn touch(file: &File) {
@@ -432,7 +450,8 @@ mod tests {
         writer.write_all_at(b" ", last).unwrap();
         writer.set_modified(std::time::SystemTime::now()).unwrap();
         let err = ctx.to_json().unwrap_err();
-        assert!(err.contains("changed on disk"), "{err}");
+        assert!(err.to_string().contains("changed on disk"), "{err}");
+        assert!(matches!(err, ContextError::Changed(Some(_))), "{err:?}");
     }
 
     #[test]

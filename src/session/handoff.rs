@@ -55,7 +55,11 @@ impl SessionLoop {
         if self.is_compacting() {
             return Err(Refused("Compaction already in progress".into()));
         }
-        let messages = self.state.messages.parsed().map_err(Io)?;
+        let messages = self
+            .state
+            .messages
+            .parsed()
+            .map_err(|e| Io(e.to_string()))?;
         if messages.len() < 2 {
             return Err(Refused("Nothing to hand off (no messages yet)".into()));
         }
@@ -137,7 +141,7 @@ impl SessionLoop {
             // `--no-session`: nothing is saved, so there is no path to report.
             return Ok((None, entry_id));
         }
-        self.state.store.sync_or_fail()?;
+        self.state.store.sync_or_fail().map_err(|e| e.to_string())?;
         self.emit_store_notices();
         let session_file = self
             .state
@@ -170,7 +174,7 @@ impl SessionLoop {
             .context_usage()
             .and_then(|u| u.tokens)
             .unwrap_or(0);
-        let messages = self.state.messages.parsed()?;
+        let messages = self.state.messages.parsed().map_err(|e| e.to_string())?;
         if messages.len() < 2 {
             return Err("Nothing to hand off (no messages yet)".into());
         }

@@ -73,18 +73,51 @@ impl ProjectOptions {
     }
 }
 
+/// Why a folder cannot be a session's working folder.
+#[derive(Debug)]
+pub enum CwdError {
+    Relative(PathBuf),
+    /// It does not exist or cannot be resolved.
+    Resolve {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    NotDir(PathBuf),
+}
+
+impl std::fmt::Display for CwdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CwdError::Relative(p) => {
+                write!(f, "cwd must be an absolute path, not {}", p.display())
+            }
+            CwdError::Resolve { path, source } => write!(f, "cwd {}: {source}", path.display()),
+            CwdError::NotDir(p) => write!(f, "cwd {} is not a directory", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for CwdError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CwdError::Resolve { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 /// A folder a session may work in: absolute, existing, a directory. Returned canonical (symlinks
 /// resolved), as session headers and session folder names use it.
-pub fn resolve_cwd(raw: &Path) -> Result<PathBuf, String> {
+pub fn resolve_cwd(raw: &Path) -> Result<PathBuf, CwdError> {
     if !raw.is_absolute() {
-        return Err(format!(
-            "cwd must be an absolute path, not {}",
-            raw.display()
-        ));
+        return Err(CwdError::Relative(raw.to_path_buf()));
     }
-    let cwd = std::fs::canonicalize(raw).map_err(|e| format!("cwd {}: {e}", raw.display()))?;
+    let cwd = std::fs::canonicalize(raw).map_err(|source| CwdError::Resolve {
+        path: raw.to_path_buf(),
+        source,
+    })?;
     if !cwd.is_dir() {
-        return Err(format!("cwd {} is not a directory", raw.display()));
+        return Err(CwdError::NotDir(raw.to_path_buf()));
     }
     Ok(cwd)
 }
@@ -119,10 +152,12 @@ impl SessionLoop {
         trusted: bool,
     ) -> Result<ProjectTrust, String> {
         let cwd = match cwd {
-            Some(raw) => resolve_cwd(Path::new(raw))?,
+            Some(raw) => resolve_cwd(Path::new(raw)).map_err(|e| e.to_string())?,
             None => self.state.cwd.clone(),
         };
-        TrustStore::new(&self.state.project.agent_dir).remember(&cwd, trusted)?;
+        TrustStore::new(&self.state.project.agent_dir)
+            .remember(&cwd, trusted)
+            .map_err(|e| e.to_string())?;
         if cwd == self.state.cwd && trusted != self.state.project_trusted {
             self.reload_hooks();
         }
@@ -142,11 +177,17 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("f");
         std::fs::write(&file, "x").unwrap();
-        assert!(resolve_cwd(Path::new("relative/dir"))
-            .unwrap_err()
-            .contains("absolute"));
-        assert!(resolve_cwd(&tmp.path().join("missing")).is_err());
-        assert!(resolve_cwd(&file).unwrap_err().contains("not a directory"));
+        let e = resolve_cwd(Path::new("relative/dir")).unwrap_err();
+        assert!(matches!(e, CwdError::Relative(_)), "{e:?}");
+        assert!(e.to_string().contains("absolute"));
+        let e = resolve_cwd(&tmp.path().join("missing")).unwrap_err();
+        assert!(
+            matches!(&e, CwdError::Resolve { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
+            "{e:?}"
+        );
+        let e = resolve_cwd(&file).unwrap_err();
+        assert!(matches!(&e, CwdError::NotDir(p) if p == &file), "{e:?}");
+        assert!(e.to_string().contains("not a directory"));
         assert_eq!(
             resolve_cwd(tmp.path()).unwrap(),
             tmp.path().canonicalize().unwrap()

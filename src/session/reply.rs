@@ -119,6 +119,17 @@ impl From<TypedError> for CommandError {
     }
 }
 
+/// A session file that cannot be read or written is an I/O failure, except a branch point that
+/// names no user message, which is the caller's mistake.
+impl From<super::store::StoreError> for CommandError {
+    fn from(e: super::store::StoreError) -> CommandError {
+        match e {
+            super::store::StoreError::UnknownEntry(_) => CommandError::Invalid(e.to_string()),
+            e => CommandError::Io(e.to_string()),
+        }
+    }
+}
+
 impl From<CommandError> for ErrorValue {
     fn from(e: CommandError) -> ErrorValue {
         ErrorValue(e.to_string())
@@ -170,6 +181,23 @@ mod tests {
             );
             assert_eq!(ErrorValue::from(e).0, text);
         }
+    }
+
+    #[test]
+    fn a_store_error_is_io_unless_the_entry_is_unknown() {
+        use crate::session::store::{Step, StoreError};
+        let unknown = CommandError::from(StoreError::UnknownEntry("x".into()));
+        assert!(
+            matches!(&unknown, CommandError::Invalid(m) if m == "Invalid entry ID for branching")
+        );
+        let full = CommandError::from(StoreError::Io {
+            step: Step::Write,
+            path: None,
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        });
+        assert!(
+            matches!(&full, CommandError::Io(m) if m.starts_with("cannot write session file: "))
+        );
     }
 
     #[test]

@@ -82,9 +82,9 @@ impl SessionLoop {
             policy.network = network;
         }
         if let Some(roots) = &p.writable_roots {
-            policy.roots = sandbox::parse_roots(roots).map_err(|message| TypedError {
+            policy.roots = sandbox::parse_roots(roots).map_err(|e| TypedError {
                 code: "invalid_sandbox",
-                message,
+                message: e.to_string(),
             })?;
         }
         self.sandbox.set_policy(policy);

@@ -146,7 +146,7 @@ impl Session {
         })
     }
 
-    pub fn stats(&self) -> Result<SessionStats, String> {
+    pub fn stats(&self) -> Result<SessionStats, super::context::ContextError> {
         let (mut users, mut assistants, mut tool_calls, mut tool_results, mut total) =
             (0u64, 0u64, 0u64, 0u64, 0u64);
         let mut tokens = Usage::default();
@@ -205,9 +205,30 @@ pub use super::usage::estimate_tokens;
 /// line, which listing reads up to a bound: a name this short keeps every session listable.
 pub const MAX_SESSION_NAME_CHARS: usize = 256;
 
+/// Why a session name is refused (the text answers `set_session_name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameError {
+    Empty,
+    TooLong { chars: usize },
+}
+
+impl std::fmt::Display for NameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NameError::Empty => f.write_str("Session name cannot be empty"),
+            NameError::TooLong { chars } => write!(
+                f,
+                "Session name is {chars} characters long; the limit is {MAX_SESSION_NAME_CHARS}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NameError {}
+
 /// Session names: trimmed, control characters turned into spaces, runs of spaces collapsed; an
 /// empty or overlong result is refused with the error to answer.
-pub fn clean_session_name(name: &str) -> Result<String, String> {
+pub fn clean_session_name(name: &str) -> Result<String, NameError> {
     let replaced: String = name
         .trim()
         .chars()
@@ -215,13 +236,11 @@ pub fn clean_session_name(name: &str) -> Result<String, String> {
         .collect();
     let collapsed = replaced.split_whitespace().collect::<Vec<_>>().join(" ");
     if collapsed.is_empty() {
-        return Err("Session name cannot be empty".into());
+        return Err(NameError::Empty);
     }
     let chars = collapsed.chars().count();
     if chars > MAX_SESSION_NAME_CHARS {
-        return Err(format!(
-            "Session name is {chars} characters long; the limit is {MAX_SESSION_NAME_CHARS}"
-        ));
+        return Err(NameError::TooLong { chars });
     }
     Ok(collapsed)
 }
@@ -233,10 +252,15 @@ mod tests {
     #[test]
     fn session_names_are_cleaned() {
         assert_eq!(clean_session_name("  a\tb\u{7}  c "), Ok("a b c".into()));
-        assert!(clean_session_name(" \u{1} ").is_err());
-        assert!(clean_session_name("").is_err());
+        assert_eq!(clean_session_name(" \u{1} "), Err(NameError::Empty));
+        assert_eq!(clean_session_name(""), Err(NameError::Empty));
         let longest = "é".repeat(MAX_SESSION_NAME_CHARS);
         assert_eq!(clean_session_name(&longest), Ok(longest.clone()));
-        assert!(clean_session_name(&format!("{longest}x")).is_err());
+        let e = clean_session_name(&format!("{longest}x")).unwrap_err();
+        assert_eq!(e, NameError::TooLong { chars: 257 });
+        assert_eq!(
+            e.to_string(),
+            "Session name is 257 characters long; the limit is 256"
+        );
     }
 }

@@ -58,7 +58,7 @@ impl SessionLoop {
                 continue;
             }
             if let Err(e) = self.state.tools.validate(&call.name, &call.arguments) {
-                self.complete_tool(&call, ToolOutput::error(e));
+                self.complete_tool(&call, ToolOutput::error(e.to_string()));
                 continue;
             }
             match self.unattended_tool_gate(&call) {

@@ -12,7 +12,7 @@ use crate::session::project::{Loaded, ProjectOptions};
 use crate::session::queue::Queues;
 use crate::session::retry::RetryPolicy;
 use crate::session::state::Session;
-use crate::tools::ToolRegistry;
+use crate::tools::{RegistryError, ToolRegistry};
 
 pub struct Blueprint {
     /// Shared with each session made from it, not copied.
@@ -35,7 +35,7 @@ pub struct Blueprint {
 
 impl Blueprint {
     /// The state of a new session with id `id` working in `cwd` (canonical, a directory).
-    pub fn session(&self, id: String, cwd: PathBuf) -> Result<Session, String> {
+    pub fn session(&self, id: String, cwd: PathBuf) -> Result<Session, RegistryError> {
         let tools = ToolRegistry::builtin(&self.tool_names)?;
         let Loaded {
             system_prompt,

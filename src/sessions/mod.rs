@@ -127,9 +127,12 @@ impl SessionHost {
     }
 
     /// Starts a session with id `id` (a new one when `None`) working in `cwd` (canonical).
-    pub fn start(&mut self, id: Option<String>, cwd: PathBuf) -> Result<Started, String> {
+    pub fn start(&mut self, id: Option<String>, cwd: PathBuf) -> Result<Started, StartError> {
         let id = id.unwrap_or_else(crate::ids::uuid_v7);
-        let state = self.blueprint.session(id.clone(), cwd.clone())?;
+        let state = self
+            .blueprint
+            .session(id.clone(), cwd.clone())
+            .map_err(StartError::Tools)?;
         self.next += 1;
         let number = self.next;
         let (out, out_drained) = self.out.for_session(number);
@@ -176,7 +179,7 @@ impl SessionHost {
                 log::debug!("session {number} stopped");
                 let _ = ended.send(number);
             })
-            .map_err(|e| format!("cannot start a session thread: {e}"))?;
+            .map_err(StartError::Thread)?;
         self.threads.insert(number, thread);
         let live = Live {
             id,
@@ -198,6 +201,33 @@ impl SessionHost {
             if thread.join().is_err() {
                 log::debug!("session {number} ended by a panic");
             }
+        }
+    }
+}
+
+/// Why a session could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The tool set names a tool that does not exist.
+    Tools(crate::tools::RegistryError),
+    /// The session's thread could not be started.
+    Thread(std::io::Error),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Tools(e) => write!(f, "{e}"),
+            StartError::Thread(e) => write!(f, "cannot start a session thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Tools(e) => Some(e),
+            StartError::Thread(e) => Some(e),
         }
     }
 }

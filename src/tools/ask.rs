@@ -173,7 +173,7 @@ fn ask_one(
     let opened = tool::open(ctx, OpenWhat::Question(spec))?;
     let labels = ask::labels(q);
     let decode = |answer: &Value| -> Result<Answer, String> {
-        let d = ask::decode(answer, &labels, ask::is_multi(q))?;
+        let d = ask::decode(answer, &labels, ask::is_multi(q)).map_err(|e| e.to_string())?;
         Ok(gate_answer(q, d))
     };
     let Some(gate) = opened else {

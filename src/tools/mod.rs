@@ -10,6 +10,7 @@ pub mod bash;
 pub mod confine;
 pub mod edit;
 mod effect;
+mod errors;
 pub mod escalate;
 pub mod files;
 pub mod find;
@@ -26,6 +27,7 @@ pub mod workflow_gate;
 pub mod write;
 
 pub use effect::{Outcome, ToolEffect};
+pub use errors::{RegistryError, ValidationError};
 pub use run::{host_answer, spawn, start_direct, Started, ToolEvent, ToolHandle, ToolMsg};
 
 use std::path::PathBuf;
@@ -216,16 +218,17 @@ pub struct ToolRegistry {
 
 impl ToolRegistry {
     /// The built-in tools named in `names` (unknown names are an error for `--tools`).
-    pub fn builtin(names: &[String]) -> Result<ToolRegistry, String> {
+    pub fn builtin(names: &[String]) -> Result<ToolRegistry, RegistryError> {
         let all = all_builtin();
         let mut entries = Vec::new();
         for name in names {
-            let tool = all.iter().find(|t| t.name() == name).ok_or_else(|| {
-                format!(
-                    "unknown tool {name:?}; built-in tools: {}",
-                    all.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
-                )
-            })?;
+            let tool = all
+                .iter()
+                .find(|t| t.name() == name)
+                .ok_or_else(|| RegistryError {
+                    name: name.clone(),
+                    known: all.iter().map(|t| t.name().to_string()).collect(),
+                })?;
             entries.push(Entry {
                 validator: std::sync::OnceLock::new(),
                 tool: tool.clone(),
@@ -310,9 +313,9 @@ impl ToolRegistry {
     }
 
     /// Checks arguments against the tool's schema; the message lists every violation.
-    pub fn validate(&self, name: &str, args: &Value) -> Result<(), String> {
+    pub fn validate(&self, name: &str, args: &Value) -> Result<(), ValidationError> {
         let Some(entry) = self.all().find(|e| e.tool.name() == name) else {
-            return Err(format!("Tool {name} not found"));
+            return Err(ValidationError::UnknownTool(name.to_string()));
         };
         let compiled = entry
             .validator
@@ -320,7 +323,7 @@ impl ToolRegistry {
         let Some(validator) = compiled else {
             return Ok(());
         };
-        let errors: Vec<String> = validator
+        let violations: Vec<String> = validator
             .iter_errors(args)
             .map(|e| {
                 let path = e.instance_path().to_string();
@@ -331,13 +334,13 @@ impl ToolRegistry {
                 }
             })
             .collect();
-        if errors.is_empty() {
+        if violations.is_empty() {
             Ok(())
         } else {
-            Err(format!(
-                "Invalid arguments for tool {name}:\n{}",
-                errors.join("\n")
-            ))
+            Err(ValidationError::Invalid {
+                tool: name.to_string(),
+                violations,
+            })
         }
     }
 }
@@ -409,11 +412,21 @@ pub(crate) mod tests {
         let err = reg
             .validate("read", &serde_json::json!({"path": 3}))
             .unwrap_err();
-        assert!(err.contains("/path"), "{err}");
-        assert_eq!(
-            reg.validate("nope", &serde_json::json!({})).unwrap_err(),
-            "Tool nope not found"
+        assert!(err.to_string().contains("/path"), "{err}");
+        assert!(
+            matches!(&err, ValidationError::Invalid { tool, violations } if tool == "read" && violations.len() == 1),
+            "{err:?}"
         );
-        assert!(ToolRegistry::builtin(&["zzz".to_string()]).is_err());
+        let missing = reg.validate("nope", &serde_json::json!({})).unwrap_err();
+        assert_eq!(missing, ValidationError::UnknownTool("nope".into()));
+        assert_eq!(missing.to_string(), "Tool nope not found");
+        let unknown = ToolRegistry::builtin(&["read".into(), "zzz".into()])
+            .err()
+            .unwrap();
+        assert_eq!(unknown.name, "zzz");
+        assert!(unknown.known.iter().any(|k| k == "bash"), "{unknown}");
+        assert!(unknown
+            .to_string()
+            .starts_with("unknown tool \"zzz\"; built-in tools: "));
     }
 }

@@ -105,11 +105,57 @@ pub struct Decoded {
     pub clarification: Option<String>,
 }
 
-/// Decodes an accepted answer; the error (`code: message`) fails the `ask` call, not the gate.
-pub fn decode(answer: &Value, labels: &[String], multi: bool) -> Result<Decoded, String> {
-    let shape = || {
-        "invalid_answer_shape: the answer must be {selected, other?, custom?} or {action:\"clarify\", question}".to_string()
-    };
+/// Why an accepted answer does not answer the question. The text is `code: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnswerError {
+    /// Neither `{selected, other?, custom?}` nor `{action: "clarify", question}`.
+    Shape,
+    MissingClarification,
+    /// A selected label that is none of the options.
+    UnknownOption(String),
+    Duplicate,
+    Empty,
+    MultiNotAllowed,
+    MissingCustom,
+}
+
+impl AnswerError {
+    /// The machine-readable code the text starts with.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AnswerError::Shape => "invalid_answer_shape",
+            AnswerError::MissingClarification => "missing_clarification",
+            AnswerError::UnknownOption(_) => "unknown_option",
+            AnswerError::Duplicate => "duplicate_selection",
+            AnswerError::Empty => "empty_selection",
+            AnswerError::MultiNotAllowed => "multi_not_allowed",
+            AnswerError::MissingCustom => "missing_custom",
+        }
+    }
+}
+
+impl std::fmt::Display for AnswerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: ", self.code())?;
+        match self {
+            AnswerError::Shape => f.write_str(
+                "the answer must be {selected, other?, custom?} or {action:\"clarify\", question}",
+            ),
+            AnswerError::MissingClarification => f.write_str("the clarification question is empty"),
+            AnswerError::UnknownOption(o) => write!(f, "{o:?} is not one of the options"),
+            AnswerError::Duplicate => f.write_str("an option was selected twice"),
+            AnswerError::Empty => f.write_str("nothing was selected"),
+            AnswerError::MultiNotAllowed => f.write_str("this question takes one answer"),
+            AnswerError::MissingCustom => f.write_str("`other` needs a `custom` text"),
+        }
+    }
+}
+
+impl std::error::Error for AnswerError {}
+
+/// Decodes an accepted answer; the error fails the `ask` call, not the gate.
+pub fn decode(answer: &Value, labels: &[String], multi: bool) -> Result<Decoded, AnswerError> {
+    let shape = || AnswerError::Shape;
     let obj = answer.as_object().ok_or_else(shape)?;
     if obj.get("action").and_then(Value::as_str) == Some("clarify") {
         if ["selected", "other", "custom"]
@@ -123,7 +169,7 @@ pub fn decode(answer: &Value, labels: &[String], multi: bool) -> Result<Decoded,
             .and_then(Value::as_str)
             .ok_or_else(shape)?;
         if q.trim().is_empty() {
-            return Err("missing_clarification: the clarification question is empty".into());
+            return Err(AnswerError::MissingClarification);
         }
         return Ok(Decoded {
             selected: vec![],
@@ -154,22 +200,20 @@ pub fn decode(answer: &Value, labels: &[String], multi: bool) -> Result<Decoded,
         Some(_) => return Err(shape()),
     };
     if let Some(unknown) = selected.iter().find(|s| !labels.contains(s)) {
-        return Err(format!(
-            "unknown_option: {unknown:?} is not one of the options"
-        ));
+        return Err(AnswerError::UnknownOption(unknown.clone()));
     }
     let mut seen = std::collections::HashSet::new();
     if !selected.iter().all(|s| seen.insert(s)) {
-        return Err("duplicate_selection: an option was selected twice".into());
+        return Err(AnswerError::Duplicate);
     }
     if selected.is_empty() && !other {
-        return Err("empty_selection: nothing was selected".into());
+        return Err(AnswerError::Empty);
     }
     if !multi && selected.len() + usize::from(other) > 1 {
-        return Err("multi_not_allowed: this question takes one answer".into());
+        return Err(AnswerError::MultiNotAllowed);
     }
     if other && custom.as_deref().is_none_or(|c| c.trim().is_empty()) {
-        return Err("missing_custom: `other` needs a `custom` text".into());
+        return Err(AnswerError::MissingCustom);
     }
     Ok(Decoded {
         selected,
@@ -224,12 +268,32 @@ mod tests {
         ] {
             assert!(!validate(&spec.schema, &bad).is_empty(), "{bad}");
         }
-        assert!(decode(&json!({"selected": []}), &labels, false)
-            .unwrap_err()
-            .starts_with("empty_selection"));
-        assert!(decode(&json!({"selected": ["Z"]}), &labels, false)
-            .unwrap_err()
-            .starts_with("unknown_option"));
+        let e = decode(&json!({"selected": []}), &labels, false).unwrap_err();
+        assert_eq!(e, AnswerError::Empty);
+        assert_eq!(e.to_string(), "empty_selection: nothing was selected");
+        let e = decode(&json!({"selected": ["Z"]}), &labels, false).unwrap_err();
+        assert_eq!(e, AnswerError::UnknownOption("Z".into()));
+        assert_eq!(
+            e.to_string(),
+            "unknown_option: \"Z\" is not one of the options"
+        );
+        let two = json!({"selected": ["A", "B"]});
+        assert_eq!(
+            decode(&two, &labels, false),
+            Err(AnswerError::MultiNotAllowed)
+        );
+        assert_eq!(
+            decode(
+                &json!({"action": "clarify", "question": " "}),
+                &labels,
+                false
+            ),
+            Err(AnswerError::MissingClarification)
+        );
+        assert_eq!(
+            decode(&json!([1]), &labels, false).unwrap_err().to_string(),
+            "invalid_answer_shape: the answer must be {selected, other?, custom?} or {action:\"clarify\", question}"
+        );
         assert_eq!(
             from_dialog(&json!("B"), &labels),
             json!({"selected": ["B"]})

@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use super::Span;
+use super::{ContextError, Span};
 use crate::protocol::message::AgentMessage;
 
 /// What `fstat` says of a file's contents: its size and its last modification and change times.
@@ -63,20 +63,20 @@ impl<'a> Window<'a> {
         }
     }
 
-    pub(super) fn get(&mut self, span: Span) -> Result<&[u8], String> {
+    pub(super) fn get(&mut self, span: Span) -> Result<&[u8], ContextError> {
         let end = span.offset + span.len as u64;
         if span.offset < self.start || end > self.start + self.buf.len() as u64 {
             self.fill(span.offset, span.len.max(Self::SIZE))?;
         }
         let at = (span.offset - self.start) as usize;
         if at + span.len > self.buf.len() {
-            return Err("the session file is shorter than when it was loaded".into());
+            return Err(ContextError::Shorter);
         }
         Ok(&self.buf[at..at + span.len])
     }
 
     /// Reads up to `len` bytes from `offset` (fewer at the end of the file).
-    fn fill(&mut self, offset: u64, len: usize) -> Result<(), String> {
+    fn fill(&mut self, offset: u64, len: usize) -> Result<(), ContextError> {
         self.buf.resize(len, 0);
         let mut filled = 0;
         while filled < len {
@@ -87,7 +87,7 @@ impl<'a> Window<'a> {
                 Ok(0) => break,
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("cannot read the session file again: {e}")),
+                Err(e) => return Err(ContextError::Reread(e)),
             }
         }
         self.buf.truncate(filled);

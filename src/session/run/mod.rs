@@ -125,9 +125,12 @@ impl SessionLoop {
         let ready = self.state.credentials().and_then(|c| {
             // The scripted provider reads the messages; the others get them encoded.
             if c.0.api == crate::provider::catalog::Api::Scripted {
-                Ok((c, self.state.messages.parsed()?.to_vec(), None))
+                let messages = self.state.messages.parsed().map_err(|e| e.to_string())?;
+                Ok((c, messages.to_vec(), None))
             } else {
-                let history = self.state.messages.encoded_history(&c.0)?;
+                let history = (self.state.messages)
+                    .encoded_history(&c.0)
+                    .map_err(|e| e.to_string())?;
                 Ok((c, Vec::new(), Some(history)))
             }
         });

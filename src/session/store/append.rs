@@ -8,6 +8,7 @@ use std::fs::OpenOptions;
 
 use serde_json::json;
 
+use super::error::{Step, StoreError};
 use super::{format, write, EntryId, Store};
 use crate::protocol::message::AgentMessage;
 
@@ -79,7 +80,7 @@ pub struct Notice {
 
 impl Store {
     /// Creates the file with its header if it does not exist yet. Errors name the path.
-    pub fn ensure_on_disk(&mut self) -> Result<(), String> {
+    pub fn ensure_on_disk(&mut self) -> Result<(), StoreError> {
         let Some(path) = &self.path else {
             return Ok(());
         };
@@ -89,14 +90,13 @@ impl Store {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             write::create_dir(dir)?;
         }
-        let mut file = write::create_file(path)
-            .map_err(|e| format!("cannot create session file {}: {e}", path.display()))?;
-        let mut line = serde_json::to_vec(&self.header).map_err(|e| e.to_string())?;
+        let mut file = write::create_file(path).map_err(StoreError::io(Step::CreateFile, path))?;
+        let mut line = serde_json::to_vec(&self.header).map_err(StoreError::Encode)?;
         line.push(b'\n');
         if let Err(e) = write::append_all(&mut file, &line) {
             // The file is new and ours: remove what there is of it, so the next try starts clean.
             let _ = std::fs::remove_file(path);
-            return Err(format!("cannot write session file {}: {e}", path.display()));
+            return Err(StoreError::io(Step::Write, path)(e));
         }
         self.tail.good_len = line.len() as u64;
         self.tail.unsynced = true;
@@ -107,12 +107,16 @@ impl Store {
     /// Appends an entry of `kind` with `fields` (a map); returns its id. The entry is in the file
     /// when this returns, or queued behind a failed write (then `error` says why); `Err` means it
     /// was given up.
-    pub fn append(&mut self, kind: &str, fields: impl serde::Serialize) -> Result<EntryId, String> {
+    pub fn append(
+        &mut self,
+        kind: &str,
+        fields: impl serde::Serialize,
+    ) -> Result<EntryId, StoreError> {
         let id = self.queue(kind, fields)?;
         self.settle().map(|()| id)
     }
 
-    pub fn append_message(&mut self, message: &AgentMessage) -> Result<EntryId, String> {
+    pub fn append_message(&mut self, message: &AgentMessage) -> Result<EntryId, StoreError> {
         self.append("message", MessageFields { message })
     }
 
@@ -120,7 +124,7 @@ impl Store {
     /// writes it with whatever else is queued. The session queues a step's entries and writes
     /// them after it has handed the next request to its thread, before the step's frames go
     /// out, so the file still has every entry a frame announces.
-    pub fn queue_message(&mut self, message: &AgentMessage) -> Result<EntryId, String> {
+    pub fn queue_message(&mut self, message: &AgentMessage) -> Result<EntryId, StoreError> {
         self.queue("message", MessageFields { message })
     }
 
@@ -130,7 +134,7 @@ impl Store {
     }
 
     /// Makes the entry's line and queues it; returns its id.
-    fn queue(&mut self, kind: &str, fields: impl serde::Serialize) -> Result<EntryId, String> {
+    fn queue(&mut self, kind: &str, fields: impl serde::Serialize) -> Result<EntryId, StoreError> {
         let id = self.new_id();
         let at_ms = crate::ids::now_ms();
         self.last_kind = Some(kind.to_string());
@@ -141,7 +145,8 @@ impl Store {
             self.leaf = Some(id.clone());
             return Ok(id);
         }
-        let line = format::entry_line(kind, &id, self.leaf.as_deref(), at_ms, fields)?;
+        let line = format::entry_line(kind, &id, self.leaf.as_deref(), at_ms, fields)
+            .map_err(StoreError::Encode)?;
         self.tail.pending.extend_from_slice(&line);
         self.leaf = Some(id.clone());
         Ok(id)
@@ -149,7 +154,7 @@ impl Store {
 
     /// Writes what is queued; a failure keeps it queued unless too much waits, which is
     /// given up (`Err`).
-    fn settle(&mut self) -> Result<(), String> {
+    fn settle(&mut self) -> Result<(), StoreError> {
         match self.flush() {
             Ok(()) => Ok(()),
             Err(_) if self.tail.pending.len() <= self.tail.max_pending => Ok(()),
@@ -161,19 +166,19 @@ impl Store {
     }
 
     /// Sets the title in the header, rewriting the file atomically when it exists.
-    pub fn set_title(&mut self, title: &str) -> Result<(), String> {
+    pub fn set_title(&mut self, title: &str) -> Result<(), StoreError> {
         self.header["title"] = json!(title);
         self.header["titleSource"] = json!("user");
         let (Some(path), Some(_)) = (&self.path, &self.file) else {
             return Ok(());
         };
         let len = write::rewrite_header(path, &self.header, self.tail.good_len)
-            .map_err(|e| format!("cannot rewrite {}: {e}", path.display()))?;
+            .map_err(StoreError::io(Step::Rewrite, path))?;
         let file = OpenOptions::new()
             .read(true)
             .append(true)
             .open(path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            .map_err(StoreError::io(Step::Open, path))?;
         // The new file holds exactly the complete lines: nothing is left to cut.
         self.file = Some(file);
         self.tail.good_len = len;
@@ -193,23 +198,23 @@ impl Store {
 
     /// Like `sync`, but creates the file if there is none yet and fails instead of carrying on:
     /// a handoff checkpoint must not vouch for a file that lacks entries or is not on the disk.
-    pub fn sync_or_fail(&mut self) -> Result<(), String> {
+    pub fn sync_or_fail(&mut self) -> Result<(), StoreError> {
         self.ensure_on_disk()?;
         self.flush()?;
         // Entries given up after failed writes are missing from the file even when the queue
         // is empty now; the error stays until a write succeeds.
         if let Some(e) = &self.error {
-            return Err(format!("the session is not being saved: {e}"));
+            return Err(StoreError::NotSaving(e.clone()));
         }
-        let file = self.file.as_ref().ok_or("the session file is not open")?;
+        let file = self.file.as_ref().ok_or(StoreError::NotOpen)?;
         file.sync_all()
-            .map_err(|e| format!("cannot sync the session file: {e}"))?;
+            .map_err(StoreError::io_unnamed(Step::Sync))?;
         self.tail.unsynced = false;
         Ok(())
     }
 
     /// Writes the queued lines. Saving stopping and resuming are each noted for the host once.
-    fn flush(&mut self) -> Result<(), String> {
+    fn flush(&mut self) -> Result<(), StoreError> {
         if self.tail.pending.is_empty() {
             return Ok(());
         }
@@ -226,7 +231,7 @@ impl Store {
             }
             Err(e) if self.error.is_none() => {
                 log::error!("{e}");
-                self.error = Some(e.clone());
+                self.error = Some(e.to_string());
                 self.notify("error", format!("The session is not being saved: {e}"));
             }
             Err(_) => {}
@@ -234,20 +239,20 @@ impl Store {
         result
     }
 
-    fn write_pending(&mut self) -> Result<(), String> {
-        let file = self.file.as_mut().ok_or("the session file is not open")?;
+    fn write_pending(&mut self) -> Result<(), StoreError> {
+        let file = self.file.as_mut().ok_or(StoreError::NotOpen)?;
         let tail = &mut self.tail;
         tail.unsynced = true;
         if tail.needs_cut {
             file.set_len(tail.good_len)
-                .map_err(|e| format!("cannot cut a failed write off the session file: {e}"))?;
+                .map_err(StoreError::io_unnamed(Step::Cut))?;
             tail.needs_cut = false;
         }
         if let Err(e) = write::append_all(file, &tail.pending) {
             // Whatever part reached the file goes: it must end with a whole line, and the lines
             // are written again from the start.
             tail.needs_cut = file.set_len(tail.good_len).is_err();
-            return Err(format!("cannot write session file: {e}"));
+            return Err(StoreError::io_unnamed(Step::Write)(e));
         }
         tail.good_len += tail.pending.len() as u64;
         if tail.pending.capacity() > 1 << 20 {

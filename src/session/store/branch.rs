@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::error::{Step, StoreError};
 use super::format::{entry_with, message_text};
 use super::load::{path_to, read_entries, Entries};
 use super::write::replace_file;
 use super::Store;
 
 /// Every user message entry in the file (all branches, file order) with non-empty text.
-pub fn user_messages(path: &Path) -> Result<Vec<(String, String)>, String> {
+pub fn user_messages(path: &Path) -> Result<Vec<(String, String)>, StoreError> {
     let Entries { entries, .. } = read_entries(path, |line, _| {
         entry_with(line, |head, _| head.user_message())
     })?;
@@ -34,7 +35,7 @@ pub fn branch(
     dir: &Path,
     new_id: &str,
     cwd: &Path,
-) -> Result<(PathBuf, String), String> {
+) -> Result<(PathBuf, String), StoreError> {
     struct Kept {
         /// Copied to the new file as written.
         line: Vec<u8>,
@@ -51,7 +52,7 @@ pub fn branch(
         .filter(|e| e.id == entry_id)
         .find_map(|e| Some((e, e.body.user_message.as_ref()?)))
     else {
-        return Err("Invalid entry ID for branching".into());
+        return Err(StoreError::UnknownEntry(entry_id.to_string()));
     };
     let text = message_text(message);
     let kept = path_to(&entries, target.parent.as_deref());
@@ -67,6 +68,10 @@ pub fn branch(
         }
         Ok(())
     })
-    .map_err(|e| format!("cannot write {}: {e}", new_path.display()))?;
+    .map_err(|source| StoreError::Io {
+        step: Step::WriteBranch,
+        path: Some(new_path.clone()),
+        source,
+    })?;
     Ok((new_path, text))
 }

@@ -25,7 +25,7 @@ pub(super) fn entry_line(
     parent: Option<&str>,
     at_ms: u64,
     fields: impl serde::Serialize,
-) -> Result<Vec<u8>, String> {
+) -> serde_json::Result<Vec<u8>> {
     #[derive(serde::Serialize)]
     struct EntryLine<'a, F> {
         #[serde(rename = "type")]
@@ -44,7 +44,7 @@ pub(super) fn entry_line(
         timestamp: crate::ids::iso_from_ms(at_ms),
         fields,
     };
-    let mut line = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
+    let mut line = serde_json::to_vec(&entry)?;
     line.push(b'\n');
     Ok(line)
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use super::error::{Step, StoreError};
 use super::Store;
 
 /// The synced file: its absolute path and the SHA-256 (lower-case hex) of its bytes.
@@ -19,11 +20,8 @@ pub struct Synced {
 impl Store {
     /// Writes and syncs the session file (creating it when nothing was saved yet), syncs its
     /// folder so that its name survives a crash too, and hashes it.
-    pub fn checkpoint(&mut self) -> Result<Synced, String> {
-        let path = self
-            .path
-            .clone()
-            .ok_or("the session is kept in memory only (--no-session)")?;
+    pub fn checkpoint(&mut self) -> Result<Synced, StoreError> {
+        let path = self.path.clone().ok_or(StoreError::InMemory)?;
         self.sync_or_fail()?;
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
@@ -31,25 +29,24 @@ impl Store {
         };
         File::open(dir)
             .and_then(|d| d.sync_all())
-            .map_err(|e| format!("cannot sync the session folder {}: {e}", dir.display()))?;
+            .map_err(StoreError::io(Step::SyncFolder, dir))?;
         let digest = self.digest(&path)?;
         let path = if path.is_absolute() {
             path
         } else {
-            std::fs::canonicalize(&path)
-                .map_err(|e| format!("cannot resolve {}: {e}", path.display()))?
+            std::fs::canonicalize(&path).map_err(StoreError::io(Step::Resolve, &path))?
         };
         Ok(Synced { path, digest })
     }
 
     /// Hashes the file at `path`, which must be the very file this store writes (not a link,
     /// not something put in its place since it was opened).
-    fn digest(&self, path: &Path) -> Result<String, String> {
-        let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    fn digest(&self, path: &Path) -> Result<String, StoreError> {
+        let cannot = |e| StoreError::io(Step::Read, path)(e);
         let ours = self
             .file
             .as_ref()
-            .ok_or("the session file is not open")?
+            .ok_or(StoreError::NotOpen)?
             .metadata()
             .map_err(cannot)?;
         let mut file = OpenOptions::new()
@@ -59,10 +56,7 @@ impl Store {
             .map_err(cannot)?;
         let meta = file.metadata().map_err(cannot)?;
         if !meta.is_file() || meta.dev() != ours.dev() || meta.ino() != ours.ino() {
-            return Err(format!(
-                "{} is no longer the file this session writes",
-                path.display()
-            ));
+            return Err(StoreError::Replaced(path.to_path_buf()));
         }
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 64 << 10];
@@ -104,12 +98,13 @@ mod tests {
         std::fs::write(&other, "{}\n").unwrap();
         std::fs::rename(&other, &path).unwrap();
         let e = s.checkpoint().err().expect("refused");
-        assert!(e.contains("no longer the file"), "{e}");
+        assert!(e.to_string().contains("no longer the file"), "{e}");
+        assert!(matches!(e, StoreError::Replaced(p) if p == path));
     }
 
     #[test]
     fn an_in_memory_session_has_no_checkpoint() {
         let mut s = Store::in_memory("id", Path::new("/tmp"));
-        assert!(s.checkpoint().is_err());
+        assert!(matches!(s.checkpoint(), Err(StoreError::InMemory)));
     }
 }

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::error::{Step, StoreError};
 use super::format::{entry_with, ms_from_iso, Entry};
 use super::EntryId;
 use crate::protocol::message::{AgentMessage, CompactionSummaryMessage};
@@ -54,24 +55,22 @@ pub(super) struct Entries<B> {
 pub(super) fn read_entries<B: Send>(
     path: &Path,
     parse: impl Fn(&[u8], u64) -> serde_json::Result<Entry<B>> + Sync,
-) -> Result<Entries<B>, String> {
-    let file = super::list::open_regular(path)
-        .map_err(|e| format!("cannot open session {}: {e}", path.display()))?;
-    let metadata = file
-        .metadata()
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+) -> Result<Entries<B>, StoreError> {
+    let file = super::list::open_regular(path).map_err(StoreError::io(Step::OpenSession, path))?;
+    let metadata = file.metadata().map_err(StoreError::io(Step::Read, path))?;
     let (stamp, len) = (Some(Stamp::from_metadata(&metadata)), metadata.len());
     let mut lines = Lines::new(&file, 0, len);
-    if !lines.advance().map_err(|e| e.to_string())? {
-        return Err(format!("{} is empty, not a session file", path.display()));
+    if !lines.advance().map_err(StoreError::io(Step::Read, path))? {
+        return Err(StoreError::Empty(path.to_path_buf()));
     }
-    let header: Value = serde_json::from_slice(&lines.line)
-        .map_err(|e| format!("{} is not a session file: {e}", path.display()))?;
+    let not_session = |detail: String| StoreError::NotSession {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let header: Value =
+        serde_json::from_slice(&lines.line).map_err(|e| not_session(e.to_string()))?;
     if header["type"] != "session" {
-        return Err(format!(
-            "{} is not a session file: the first line is not a session header",
-            path.display()
-        ));
+        return Err(not_session("the first line is not a session header".into()));
     }
     // The id becomes the session's and names its files (gate store, registry record).
     if let Some(id) = header.get("id") {
@@ -79,24 +78,28 @@ pub(super) fn read_entries<B: Send>(
             Some(id) if crate::ids::is_valid_id(id) => {}
             _ => {
                 let id = id.as_str().map_or_else(|| id.to_string(), str::to_string);
-                return Err(format!(
-                    "{} is not a session file gjc opens: {}",
-                    path.display(),
-                    crate::ids::invalid_id("header id", &id)
-                ));
+                return Err(StoreError::BadId {
+                    path: path.to_path_buf(),
+                    id,
+                });
             }
         }
     }
     let scanned = match scan(&file, lines.position(), len, &parse) {
         Ok(scanned) => scanned,
-        Err(ScanError::Io(e)) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(ScanError::Io(detail)) => {
+            return Err(StoreError::Scan {
+                path: path.to_path_buf(),
+                detail,
+            })
+        }
         Err(ScanError::Corrupt { line, error }) => {
             // The header is line 1.
-            let line = line + 1;
-            return Err(format!(
-                "{} is corrupt at line {line}: {error}",
-                path.display()
-            ));
+            return Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                line: line + 1,
+                detail: error,
+            });
         }
     };
     let torn_at = match scanned.torn {
@@ -105,10 +108,7 @@ pub(super) fn read_entries<B: Send>(
                 "{}: skipping a torn last line ({torn} bytes)",
                 path.display()
             );
-            Some(
-                last_line_start(&file, len)
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
-            )
+            Some(last_line_start(&file, len).map_err(StoreError::io(Step::Read, path))?)
         }
         None => None,
     };
@@ -237,7 +237,7 @@ impl PathContext {
 }
 
 /// Loads a session: the context is the path from the last entry back to the root.
-pub fn load(path: &Path) -> Result<Loaded, String> {
+pub fn load(path: &Path) -> Result<Loaded, StoreError> {
     let Entries {
         header,
         mut entries,
@@ -383,9 +383,45 @@ mod tests {
             "{\"type\":\"session\",\"id\":\"a\"}\nnot json\n{\"type\":\"message\"}\n",
         )
         .unwrap();
-        assert!(load(&p).unwrap_err().contains("corrupt at line 2"));
+        let e = load(&p).unwrap_err();
+        assert!(e.to_string().contains("corrupt at line 2"), "{e}");
+        assert!(matches!(e, StoreError::Corrupt { line: 2, .. }), "{e:?}");
         std::fs::write(&p, "garbage\n").unwrap();
         assert!(load(&p).is_err());
+    }
+
+    /// Each way a file fails to load is its own variant, carrying the path (and the io error).
+    #[test]
+    fn load_failures_say_what_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        let e = load(&p).err().unwrap();
+        assert!(
+            matches!(&e, StoreError::Io { step: Step::OpenSession, path: Some(at), source }
+                if at == &p && source.kind() == std::io::ErrorKind::NotFound),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with("cannot open session "), "{e}");
+        std::fs::write(&p, "").unwrap();
+        assert!(matches!(load(&p), Err(StoreError::Empty(at)) if at == p));
+        std::fs::write(&p, "{\"type\":\"session\",\"id\":\"../x\"}\n").unwrap();
+        let e = load(&p).err().unwrap();
+        assert!(
+            matches!(&e, StoreError::BadId { id, .. } if id == "../x"),
+            "{e:?}"
+        );
+        assert!(e
+            .to_string()
+            .contains("is not a session file gjc opens: invalid header id"));
+        std::fs::write(&p, "{\"type\":\"message\"}\n").unwrap();
+        let e = load(&p).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} is not a session file: the first line is not a session header",
+                p.display()
+            )
+        );
     }
 
     /// Ids are usually eight hex digits, but older files use UUIDs (too long to keep inline) and a

@@ -13,6 +13,7 @@
 
 mod append;
 mod branch;
+mod error;
 mod format;
 mod handoff;
 mod list;
@@ -30,6 +31,7 @@ use serde_json::Value;
 
 pub use append::Notice;
 pub use branch::{branch, user_messages};
+pub use error::{Step, StoreError};
 pub use list::{cwd_dir, find, folders, list, stored_in, summary, Stored};
 pub use load::{load, Loaded};
 pub use repair::Repair;
@@ -98,14 +100,14 @@ impl Store {
 
     /// Appends to a loaded session file; takes the loaded entry ids over. A torn last line is cut
     /// off first (see [`repair`]); [`Store::repaired`] and a notice tell what changed.
-    pub fn open(path: &Path, loaded: &mut Loaded) -> Result<Store, String> {
+    pub fn open(path: &Path, loaded: &mut Loaded) -> Result<Store, StoreError> {
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
             .open(path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            .map_err(StoreError::io(Step::Open, path))?;
         let (len, repaired) = repair::repair_tail(&mut file, loaded.len, loaded.torn_at)
-            .map_err(|e| format!("cannot repair {}: {e}", path.display()))?;
+            .map_err(StoreError::io(Step::Repair, path))?;
         let mut store = Store::new(Some(path.to_path_buf()), loaded.header.clone());
         store.file = Some(file);
         store.leaf = loaded.leaf.clone();

@@ -132,7 +132,11 @@ mod tests {
         let mut loaded = load(&path).unwrap();
         append_raw(&path, b"\":1}\n");
         let err = Store::open(&path, &mut loaded).err().unwrap();
-        assert!(err.contains("changed while it was being loaded"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("changed while it was being loaded"),
+            "{err}"
+        );
         assert!(std::fs::read(&path).unwrap().ends_with(b"{\"torn\":1}\n"));
     }
 }

@@ -8,13 +8,15 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::error::{Step, StoreError};
+
 /// Creates `dir` and its missing parents, private to the user.
-pub(crate) fn create_dir(dir: &Path) -> Result<(), String> {
+pub(crate) fn create_dir(dir: &Path) -> Result<(), StoreError> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("cannot create session folder {}: {e}", dir.display()))
+        .map_err(StoreError::io(Step::CreateFolder, dir))
 }
 
 /// Creates a new session file, private to the user, for appending. An existing file is an error:
