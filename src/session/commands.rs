@@ -396,7 +396,11 @@ impl SessionLoop {
             ));
         };
         let target = match output {
-            Some(p) => crate::tools::paths::resolve(&self.state.cwd, p),
+            Some(p) => crate::tools::paths::resolve(
+                &self.state.cwd,
+                self.state.settings.home.as_deref(),
+                p,
+            ),
             None => session_path.with_extension("html"),
         };
         let title = self

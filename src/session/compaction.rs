@@ -24,11 +24,6 @@ const COMPACTION_STATUS: &str = "gjc.compaction";
 use crate::protocol::{AgentEvent, Response};
 use crate::provider::{self, ProviderEvent, ProviderMsg, ProviderRequest, StreamHandle};
 
-/// Tokens kept verbatim after the summary (`GJC_COMPACT_KEEP_TOKENS`).
-fn keep_tokens() -> u64 {
-    crate::settings::get().compact_keep_tokens
-}
-
 /// Room left free for the next reply before automatic compaction starts.
 pub const RESERVE_TOKENS: u64 = 16_384;
 
@@ -215,7 +210,7 @@ impl SessionLoop {
         }
         let (model, api_key) = self.state.credentials().map_err(Credentials)?;
         let messages = self.state.messages.parsed().map_err(Io)?;
-        let cut = cut_point(messages, keep_tokens())
+        let cut = cut_point(messages, self.state.settings.compact_keep_tokens)
             .ok_or_else(|| Refused("Nothing to compact (session too small)".into()))?;
         let tokens_before = self
             .state
@@ -275,6 +270,7 @@ impl SessionLoop {
             thinking: "off",
             session_id: self.state.id.clone(),
             scripted: self.state.scripted(),
+            limits: provider::Limits::of(&self.state.settings),
         };
         self.set_status(COMPACTION_STATUS, Some(status.into()));
         let stream = self.next_generation();

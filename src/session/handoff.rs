@@ -155,7 +155,7 @@ impl SessionLoop {
     /// End-of-run maintenance past the threshold: a handoff with the `handoff` strategy,
     /// otherwise (or when that cannot start) a summary in place. False when neither started.
     pub(super) fn start_maintenance(&mut self) -> bool {
-        if strategy_is_handoff() && self.start_auto_handoff().is_ok() {
+        if strategy_is_handoff(&self.state.settings) && self.start_auto_handoff().is_ok() {
             return true;
         }
         self.start_compaction(Origin::Threshold, None).is_ok()
@@ -216,8 +216,8 @@ impl SessionLoop {
 }
 
 /// `GJC_COMPACTION_STRATEGY`: `handoff`, or `context-full` (the default; anything else too).
-fn strategy_is_handoff() -> bool {
-    crate::settings::get().compaction_strategy == crate::settings::CompactionStrategy::Handoff
+fn strategy_is_handoff(settings: &crate::settings::Settings) -> bool {
+    settings.compaction_strategy == crate::settings::CompactionStrategy::Handoff
 }
 
 #[cfg(test)]

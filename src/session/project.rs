@@ -30,6 +30,8 @@ pub struct ProjectOptions {
     pub fixed_session_dir: Option<PathBuf>,
     /// Todo reminders per run (`Settings::todo_reminders` at start), this session's own.
     pub todo_reminders: u32,
+    /// `Settings::home`: a cwd under it names its session folder relative to it.
+    pub home: Option<PathBuf>,
 }
 
 /// What a project contributes to the session.
@@ -68,7 +70,7 @@ impl ProjectOptions {
     pub fn session_dir(&self, sessions_root: &Path, cwd: &Path) -> PathBuf {
         match &self.fixed_session_dir {
             Some(dir) => dir.clone(),
-            None => super::store::cwd_dir(sessions_root, cwd),
+            None => super::store::cwd_dir(sessions_root, cwd, self.home.as_deref()),
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::session::project::{Loaded, ProjectOptions};
 use crate::session::queue::Queues;
 use crate::session::retry::RetryPolicy;
 use crate::session::state::Session;
+use crate::settings::Settings;
 use crate::tools::ToolRegistry;
 
 pub struct Blueprint {
@@ -31,6 +32,8 @@ pub struct Blueprint {
     pub policy: crate::sandbox::Policy,
     /// The registry's name for the front end (`stdio`).
     pub transport: &'static str,
+    /// The environment's settings, resolved at start; each session reads its fields from here.
+    pub settings: Arc<Settings>,
 }
 
 impl Blueprint {
@@ -56,7 +59,7 @@ impl Blueprint {
             model: self.model.clone(),
             thinking: self.thinking,
             queues: Queues::default(),
-            retry: RetryPolicy::default(),
+            retry: RetryPolicy::new(self.settings.retry_base),
             auto_compaction: true,
             messages: Default::default(),
             todos: Vec::new(),
@@ -71,12 +74,13 @@ impl Blueprint {
             project: self.project.clone(),
             workflow: Default::default(),
             project_trusted: false,
+            settings: self.settings.clone(),
         })
     }
 
     /// The sandbox of a session working in `cwd`.
     pub fn sandbox(&self, cwd: PathBuf) -> crate::sandbox::Sandbox {
-        crate::sandbox::Sandbox::new(self.policy.clone(), cwd)
+        crate::sandbox::Sandbox::new(self.policy.clone(), cwd, self.settings.landlock_abi_cap)
     }
 
     /// The registry record of a session working in `cwd`.

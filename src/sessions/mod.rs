@@ -167,11 +167,12 @@ impl SessionHost {
             self.blueprint.sandbox(cwd.clone()),
         );
         let ended = self.ended.clone();
+        let panic_here = self.blueprint.settings.test_panic.clone();
         let thread = std::thread::Builder::new()
             .name("gjc-session".into())
             .spawn(move || {
                 log::debug!("session {number} started");
-                crate::exec::test_panic_point();
+                crate::exec::test_panic_point(panic_here.as_deref());
                 session.run();
                 log::debug!("session {number} stopped");
                 let _ = ended.send(number);

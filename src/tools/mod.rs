@@ -43,6 +43,8 @@ use crate::provider::ToolSpec;
 /// What a tool may use while it runs.
 pub struct ToolContext {
     pub cwd: PathBuf,
+    /// `Settings::home`: what `~` in a path means.
+    pub home: Option<PathBuf>,
     pub call_id: String,
     pub cancel: Arc<AtomicBool>,
     pub bash: BashHandle,
@@ -67,6 +69,8 @@ pub struct Services {
     pub schemes: Arc<Vec<UriScheme>>,
     pub policy: guard::ToolPolicy,
     pub sandbox: crate::sandbox::Commands,
+    /// The process's settings (`~` in paths, the test panic point of the tool thread).
+    pub settings: Arc<crate::settings::Settings>,
 }
 
 impl ToolContext {
@@ -74,6 +78,7 @@ impl ToolContext {
     pub fn new(cwd: PathBuf, call_id: String, bash: BashHandle) -> ToolContext {
         ToolContext {
             cwd,
+            home: None,
             call_id,
             cancel: Arc::new(AtomicBool::new(false)),
             bash,
@@ -116,7 +121,12 @@ impl ToolContext {
                 scheme.scheme
             ));
         }
-        Ok(paths::resolve(&self.cwd, path))
+        Ok(self.resolve(path))
+    }
+
+    /// Where `path` (as the model gave it) is on disk.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        paths::resolve(&self.cwd, self.home.as_deref(), path)
     }
 
     pub fn is_cancelled(&self) -> bool {
@@ -367,7 +377,7 @@ pub(crate) mod tests {
         static BASH: OnceLock<BashHandle> = OnceLock::new();
         BASH.get_or_init(|| {
             let dir = std::env::temp_dir().join(format!("gjc-unit-{}", std::process::id()));
-            let (handle, _thread) = crate::exec::spawn(dir, false).expect("bash thread");
+            let (handle, _thread) = crate::exec::spawn(dir, false, None).expect("bash thread");
             handle
         })
         .clone()
@@ -377,6 +387,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext {
             cwd: dir.path().to_path_buf(),
+            home: None,
             call_id: crate::ids::short_id(),
             cancel: Arc::new(AtomicBool::new(false)),
             bash: bash(),
