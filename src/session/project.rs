@@ -5,7 +5,6 @@
 //! runs programs (hooks) loads only for a trusted project (`crate::trust`, `trust_project`).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::SessionLoop;
 use crate::prompt::{self, PromptOptions};
@@ -89,25 +88,6 @@ pub fn resolve_cwd(raw: &Path) -> Result<PathBuf, String> {
         return Err(format!("cwd {} is not a directory", raw.display()));
     }
     Ok(cwd)
-}
-
-impl SessionLoop {
-    /// Makes `cwd` (already resolved) the session's project: tools and shell commands work there,
-    /// new session files go to its folder, and its context, rules and hooks replace the old
-    /// project's. Nothing changes when it is the current folder.
-    pub(super) fn enter_project(&mut self, cwd: PathBuf) {
-        if cwd == self.state.cwd {
-            return;
-        }
-        let options = &self.state.project;
-        self.state.session_dir = options.session_dir(&self.state.sessions_root, &cwd);
-        let loaded = options.load(&cwd, &self.state.tools.specs());
-        self.state.system_prompt = loaded.system_prompt;
-        self.state.rules = Arc::new(loaded.rules);
-        self.state.cwd = cwd;
-        self.reload_hooks();
-        self.registry.set_cwd(&self.state.cwd);
-    }
 }
 
 impl SessionLoop {

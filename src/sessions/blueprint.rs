@@ -12,6 +12,8 @@ use crate::session::project::{Loaded, ProjectOptions};
 use crate::session::queue::Queues;
 use crate::session::retry::RetryPolicy;
 use crate::session::state::Session;
+use crate::session::store::Store;
+use crate::session::swap::{Opening, Stored};
 use crate::settings::Settings;
 use crate::tools::ToolRegistry;
 
@@ -39,6 +41,11 @@ pub struct Blueprint {
 impl Blueprint {
     /// The state of a new session with id `id` working in `cwd` (canonical, a directory).
     pub fn session(&self, id: String, cwd: PathBuf) -> Result<Session, String> {
+        self.open(id, cwd, Opening::New { parent: None })
+    }
+
+    /// The state of session `id` working in `cwd`, its file as `opening` says.
+    pub fn open(&self, id: String, cwd: PathBuf, opening: Opening) -> Result<Session, String> {
         let tools = ToolRegistry::builtin(&self.tool_names)?;
         let Loaded {
             system_prompt,
@@ -46,14 +53,25 @@ impl Blueprint {
         } = self.project.load(&cwd, &tools.specs());
         let sessions_root = self.project.agent_dir.join("sessions");
         let session_dir = self.project.session_dir(&sessions_root, &cwd);
-        let store = if self.persistent {
-            crate::session::store::Store::create(&session_dir, &id, &cwd, None)
-        } else {
-            crate::session::store::Store::in_memory(&id, &cwd)
+        let (store, messages, name) = match opening {
+            Opening::New { parent } if self.persistent => (
+                Store::create(&session_dir, &id, &cwd, parent.as_deref()),
+                Default::default(),
+                None,
+            ),
+            Opening::New { .. } => (Store::in_memory(&id, &cwd), Default::default(), None),
+            Opening::Stored(stored) => {
+                let Stored {
+                    store,
+                    context,
+                    name,
+                } = *stored;
+                (store, context, name)
+            }
         };
         Ok(Session {
             id,
-            name: None,
+            name,
             cwd,
             catalog: self.catalog.clone(),
             model: self.model.clone(),
@@ -61,7 +79,7 @@ impl Blueprint {
             queues: Queues::default(),
             retry: RetryPolicy::new(self.settings.retry_base),
             auto_compaction: true,
-            messages: Default::default(),
+            messages,
             todos: Vec::new(),
             system_prompt,
             rules: Arc::new(rules),

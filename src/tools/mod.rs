@@ -212,6 +212,9 @@ struct Entry {
     validator: std::sync::OnceLock<Option<jsonschema::Validator>>,
 }
 
+/// The host's tools (`set_host_tools`) as one registry hands them to another, schemas compiled.
+pub struct HostTools(Vec<Entry>);
+
 /// The active tools, by name, with their compiled schemas: the built-in set chosen at startup,
 /// then the host's tools (`set_host_tools` replaces those).
 pub struct ToolRegistry {
@@ -296,6 +299,18 @@ impl ToolRegistry {
                 validator: std::sync::OnceLock::from(Some(validator)),
             })
             .collect();
+    }
+
+    /// Takes the host tools out (a session's successor keeps what the host set).
+    pub fn take_host_tools(&mut self) -> HostTools {
+        self.specs = std::sync::OnceLock::new();
+        HostTools(std::mem::take(&mut self.host))
+    }
+
+    /// Puts host tools taken from another registry in place of this one's.
+    pub fn keep_host_tools(&mut self, tools: HostTools) {
+        self.specs = std::sync::OnceLock::new();
+        self.host = tools.0;
     }
 
     /// The active tools as the model is told of them; shared, not rebuilt, until the set changes.
