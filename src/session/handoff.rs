@@ -94,6 +94,12 @@ impl SessionLoop {
         self.respond(response);
     }
 
+    /// Unlike `new_session` (`swap.rs`) this continues in the same actor: an automatic
+    /// handoff's run goes on in the new session, and the run (phase, queued messages, retry
+    /// budget, tool loop) is the actor's core, which a swap would have to hand over whole. So the
+    /// session is reset in place; hooks, MCP servers, gates, the unattended declaration and the
+    /// host's settings stay the actor's (docs/architecture.md, "The session host").
+    ///
     /// The new session (`parentSession` the old file; queues cleared for `handoff` as
     /// `new_session` clears them, kept for an automatic handoff, whose run goes on), its first
     /// entry the wrapped document, written and synced; then the document file. Returns the
