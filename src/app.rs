@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, never, select_biased, unbounded, Receiver, Sender};
@@ -432,12 +433,8 @@ fn raise_open_file_limit() {
 /// How long the writer may take to hand its last frames to the host at shutdown.
 const WRITER_GRACE: Duration = Duration::from_millis(500);
 
-/// A role thread named `name` (`settings` says whether a test asked it to panic).
-fn spawn(
-    settings: &Settings,
-    name: &str,
-    f: impl FnOnce() + Send + 'static,
-) -> std::thread::JoinHandle<()> {
+/// A role thread named `name`; `settings` say whether a test asked it to panic.
+fn spawn(settings: &Settings, name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
     let panic_here = settings.test_panic.clone();
     std::thread::Builder::new()
         .name(name.into())

@@ -159,7 +159,10 @@ fn a_refused_new_session_leaves_the_old_one_going() {
     assert_eq!(after["sessionId"], before["sessionId"]);
     assert_eq!(after["todoPhases"], before["todoPhases"]);
     assert!(after["todoPhases"][0]["tasks"][0]["content"] == "left from before");
-    assert_eq!(after["unattended"]["run_id"], before["unattended"]["run_id"]);
+    assert_eq!(
+        after["unattended"]["run_id"],
+        before["unattended"]["run_id"]
+    );
 }
 
 /// A `switch_session` to a file that is not there changes nothing; one to a real file gives that

@@ -290,7 +290,7 @@ impl SessionLoop {
     pub fn succeed(handover: Handover, parts: Parts) -> (SessionLoop, Successor) {
         let Handover {
             successor,
-            ch,
+            mut ch,
             outbox,
             side,
             mut registry,
@@ -321,6 +321,9 @@ impl SessionLoop {
         state.schemes = carried.schemes;
         sandbox.set_policy(carried.sandbox);
         registry.set_cwd(&state.cwd);
+        // A user `bash` of the old actor may still report its exit (killed); its events carry
+        // no generation, so the successor listens on a lane of its own.
+        (ch.bash_tx, ch.bash_events) = crossbeam_channel::unbounded();
         let mut session = SessionLoop::assemble(state, ch, outbox, bash, host, registry, sandbox);
         session.side = side;
         session.next_generation = next_generation;
