@@ -234,3 +234,29 @@ fn commands_queued_behind_a_swap_at_stdin_eof_are_answered() {
     assert_eq!(state["data"]["todoPhases"], json!([]));
     assert!(g.client.wait_exit(TIMEOUT).is_some(), "gjc exits");
 }
+
+/// A manual `handoff` replaces the actor too: the new session starts with the document only,
+/// without the old session's unattended declaration.
+#[test]
+fn a_manual_handoff_starts_a_session_of_its_own() {
+    let say = |text: &str| json!({"content": [{"type": "text", "text": text}]});
+    let turns = json!([say("a1"), say("## Goal\nShip it.")]);
+    let mut g = gjc().script(json!({ "turns": turns })).spawn();
+    g.ok(json!({"type": "prompt", "message": "q1"}));
+    g.run_events();
+    g.ok(unattended(
+        json!(["admin", "message:read", "control"]),
+        json!(["command.admin", "command.message_read", "command.control"]),
+    ));
+    let before = g.ok(json!({"type": "get_state"}));
+    assert!(before.get("unattended").is_some(), "{before}");
+    let saved = g.ok(json!({"type": "handoff"}))["savedPath"].clone();
+    assert!(saved.is_string(), "{saved}");
+    // What came before the answer (the status while the document was written) is done with.
+    g.client.take_backlog();
+    let (after, state) = frames_until_state(&mut g);
+    assert!(after.is_empty(), "frames after the answer: {after:?}");
+    assert_ne!(state["sessionId"], before["sessionId"]);
+    assert!(state.get("unattended").is_none(), "leaked: {state}");
+    assert_eq!(state["messageCount"], 1, "only the document: {state}");
+}

@@ -1,8 +1,8 @@
-//! `new_session`, `switch_session` and `branch` replace the session's actor. The old actor checks
-//! everything that can fail first (the folder, the file to load), so a refused command leaves it
-//! untouched; then it ends as at shutdown (its run aborted, its MCP servers stopped, its
-//! commands killed, its host callbacks rejected, its file synced) and hands a [`Handover`] to
-//! the session host, which starts the successor from the blueprint on the same thread. The
+//! `new_session`, `switch_session`, `branch` and a manual `handoff` replace the session's actor.
+//! The old actor checks everything that can fail first (the folder, the file to load), so a
+//! refused command leaves it untouched; then it ends as at shutdown (its run aborted, its MCP
+//! servers stopped, its commands killed, its host callbacks rejected, its file synced) and hands
+//! a [`Handover`] to the session host, which starts the successor from the blueprint on the same thread. The
 //! successor answers the command first, so no frame of the old actor follows the answer.
 //!
 //! What passes over is what belongs to the connection, not the conversation: the front end's
@@ -14,8 +14,9 @@
 //! new session's own: history, todos, gates and stage, the unattended declaration, rules and
 //! context, hooks, MCP servers.
 //!
-//! An automatic handoff (`handoff.rs`) does not swap: its run goes on in the new session, and a
-//! run (its phase, queues, retry budget, tool loop) lives in the actor; it continues in place.
+//! A manual `handoff` swaps too, once its document is written (the successor writes it first).
+//! An automatic handoff (`handoff.rs`) does not: its run goes on in the new session, and a run
+//! (its phase, queues, retry budget, tool loop) lives in the actor; it continues in place.
 
 use std::path::{Path, PathBuf};
 
@@ -55,7 +56,15 @@ pub struct Successor {
     /// Frames the successor sends just before its answer (`branch`'s editor text).
     before: Vec<Outbound>,
     /// The answer to the command that asked for the swap.
-    answer: Response,
+    answer: Answering,
+}
+
+/// How the successor answers the command that made it.
+enum Answering {
+    /// With this response.
+    Now(Response),
+    /// A manual `handoff`: once it has written the document (`handoff.rs`).
+    Handoff { id: Option<Value>, document: String },
 }
 
 /// The host's settings for the connection, which outlive a session.
@@ -129,9 +138,24 @@ impl SessionLoop {
             loaded_model: None,
             loaded_thinking: None,
             before: Vec::new(),
-            answer: response(id, "new_session", answer),
+            answer: Answering::Now(response(id, "new_session", answer)),
         });
         Reply::later()
+    }
+
+    /// A manual `handoff` whose document is written: a new session (its parent this one's
+    /// file) follows this one and starts with the document.
+    pub(super) fn hand_off_to_successor(&mut self, id: Option<Value>, document: String) {
+        let parent = (self.state.store.path()).map(|p| p.display().to_string());
+        self.successor = Some(Successor {
+            id: crate::ids::uuid_v7(),
+            cwd: self.state.cwd.clone(),
+            opening: Opening::New { parent },
+            loaded_model: None,
+            loaded_thinking: None,
+            before: Vec::new(),
+            answer: Answering::Handoff { id, document },
+        });
     }
 
     /// `switch_session`: the stored session at `path` follows this one. A missing or corrupt
@@ -149,7 +173,7 @@ impl SessionLoop {
                     repaired,
                 });
                 self.successor = Some(Successor {
-                    answer: response(id, "switch_session", answer),
+                    answer: Answering::Now(response(id, "switch_session", answer)),
                     ..successor
                 });
                 Reply::later()
@@ -185,7 +209,7 @@ impl SessionLoop {
                 let show = crate::protocol::Show::EditorText(text);
                 self.successor = Some(Successor {
                     before: vec![Outbound::Show(show)],
-                    answer: response(id, "branch", answer),
+                    answer: Answering::Now(response(id, "branch", answer)),
                     ..successor
                 });
                 Reply::later()
@@ -227,7 +251,7 @@ impl SessionLoop {
             loaded_model,
             loaded_thinking: loaded.thinking,
             before: Vec::new(),
-            answer: Response::done(None, ""),
+            answer: Answering::Now(Response::done(None, "")),
         };
         Ok((successor, repaired))
     }
@@ -340,7 +364,10 @@ impl SessionLoop {
         for frame in successor.before {
             self.send(frame);
         }
-        self.respond(successor.answer);
+        match successor.answer {
+            Answering::Now(response) => self.respond(response),
+            Answering::Handoff { id, document } => self.seed_handoff(id, &document),
+        }
         self.flush_out();
         crate::memory::release_free_pages();
         self.registry_update();
