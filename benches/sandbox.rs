@@ -163,7 +163,13 @@ fn main() {
     let mut prepare = Vec::new();
     for _ in 0..200 {
         let started = Instant::now();
-        let c = gjc::sandbox::Confinement::prepare(&roots, false, None).expect("Landlock");
+        let c = gjc::sandbox::Confinement::prepare(
+            &roots,
+            false,
+            None,
+            gjc::sandbox::landlock_abi(None),
+        )
+        .expect("Landlock");
         prepare.push(started.elapsed().as_secs_f64() * 1e6);
         drop(c);
     }

@@ -58,7 +58,7 @@ fn main() {
         started.elapsed().as_secs_f64()
     );
     let spill = tree.path().join(".spill");
-    let (bash, _thread) = gjc::exec::spawn(spill, false).unwrap();
+    let (bash, _thread) = gjc::exec::spawn(spill, false, None).unwrap();
     let ctx = ToolContext::new(tree.path().to_path_buf(), "bench".into(), bash);
 
     let grep = time_runs(|| {

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, never, select_biased, unbounded, Receiver, Sender};
@@ -17,6 +18,7 @@ use crate::provider::catalog::{clamp_thinking, Catalog, Model};
 use crate::provider::scripted::Script;
 use crate::session::project::ProjectOptions;
 use crate::sessions::{Blueprint, SessionHost};
+use crate::settings::Settings;
 use crate::tools::{ToolRegistry, DEFAULT_TOOLS};
 use crate::transport::{stdin, stdout};
 use crate::{exec, host};
@@ -53,8 +55,8 @@ impl Parent {
 
 /// Runs the front end chosen by `--mode` until stdin closes, a signal arrives or `parent` dies.
 /// Returns the exit code.
-pub fn run(args: Args, parent: Parent) -> i32 {
-    let startup = match Startup::resolve(&args) {
+pub fn run(args: Args, settings: Settings, parent: Parent) -> i32 {
+    let startup = match Startup::resolve(&args, settings) {
         Ok(s) => s,
         Err(e) => return fatal(&e),
     };
@@ -78,10 +80,13 @@ pub struct Startup {
     pub skills: bool,
     /// `--session-dir`.
     pub session_dir: Option<PathBuf>,
+    /// The environment's settings, resolved once; each part gets what it needs when it is built.
+    pub settings: Arc<Settings>,
 }
 
 impl Startup {
-    pub fn resolve(args: &Args) -> Result<Startup, String> {
+    pub fn resolve(args: &Args, settings: Settings) -> Result<Startup, String> {
+        let settings = Arc::new(settings);
         let cwd = resolve_cwd(args)?;
         let tool_names: Vec<String> = match (&args.tools, args.no_tools) {
             (_, true) => Vec::new(),
@@ -94,7 +99,7 @@ impl Startup {
         };
         // Checked here, so a bad `--tools` stops the start instead of every session.
         ToolRegistry::builtin(&tool_names).map_err(|e| e.to_string())?;
-        let agent_dir = crate::settings::get().agent_dir.clone();
+        let agent_dir = settings.agent_dir.clone();
         if args.trust_project {
             crate::trust::TrustStore::new(&agent_dir)
                 .remember(&cwd, true)
@@ -118,7 +123,8 @@ impl Startup {
             rules: !args.no_rules,
             skills: !args.no_skills,
             fixed_session_dir: args.session_dir.clone(),
-            todo_reminders: crate::settings::get().todo_reminders,
+            todo_reminders: settings.todo_reminders,
+            home: settings.home.clone(),
         };
         let thinking = clamp_thinking(args.thinking.as_deref().unwrap_or("off"), model.as_ref());
         let blueprint = Blueprint {
@@ -135,6 +141,7 @@ impl Startup {
             compact_updates: args.compact_updates,
             policy,
             transport: "stdio",
+            settings: settings.clone(),
         };
         Ok(Startup {
             cwd,
@@ -147,6 +154,7 @@ impl Startup {
             keep_bash_output: args.keep_bash_output,
             skills: !args.no_skills,
             session_dir: args.session_dir.clone(),
+            settings,
         })
     }
 
@@ -193,9 +201,10 @@ pub struct Threads {
 impl Threads {
     /// Starts every role thread in the order that makes `ready` the first frame.
     pub fn start(startup: Startup, parent: Parent) -> Result<Threads, String> {
+        let settings = startup.settings.clone();
         let crashed = install_panic_hook();
         raise_open_file_limit();
-        let (out_tx, out_rx, _drained) = crate::output::lane();
+        let (out_tx, out_rx, _drained) = crate::output::lane_with(settings.output_backlog_bytes);
         // 0. Signal handlers and the parent-death signal come first: a host may act as soon as
         // it sees `ready`. The handlers must exist before the parent-death signal is armed, or
         // that SIGTERM would kill the process without its shutdown. Their threads start after
@@ -214,8 +223,12 @@ impl Threads {
         let (writer_done_tx, writer_done) = bounded::<()>(1);
 
         // 2. The threads every session shares.
-        let (bash, bash_thread) = exec::spawn(std::env::temp_dir(), startup.keep_bash_output)
-            .map_err(|e| format!("cannot start the bash thread: {e}"))?;
+        let (bash, bash_thread) = exec::spawn(
+            std::env::temp_dir(),
+            startup.keep_bash_output,
+            settings.test_panic.clone(),
+        )
+        .map_err(|e| format!("cannot start the bash thread: {e}"))?;
         let (host, host_thread) = host::spawn(out_tx.clone())
             .map_err(|e| format!("cannot start the host thread: {e}"))?;
 
@@ -240,6 +253,7 @@ impl Threads {
                 fixed_dir: startup.session_dir,
                 persistent: sessions.blueprint().persistent,
                 skills: startup.skills,
+                home: settings.home.clone(),
             };
             let sandbox = sessions.blueprint().policy.mode;
             let connections = crate::acp::Connections {
@@ -252,8 +266,8 @@ impl Threads {
                 projects,
                 sandbox,
             };
-            let front = crate::acp::start(connections, crate::settings::get().max_line_bytes);
-            writer = spawn_writer("gjc-acp", front, control.clone(), writer_done_tx);
+            let front = crate::acp::start(connections, settings.max_line_bytes);
+            writer = spawn_writer(&settings, "gjc-acp", front, control.clone(), writer_done_tx);
         } else {
             let started = sessions
                 .start(Some(startup.session_id.clone()), startup.cwd)
@@ -264,11 +278,13 @@ impl Threads {
                 let _ = control.send(ControlFrame::Shutdown("parent process exited"));
             }
             let session_id = startup.session_id;
+            let titles = settings.emit_title;
             writer = spawn_writer(
+                &settings,
                 "gjc-stdout",
                 move || {
                     stdout::widen_pipe();
-                    stdout::Writer::new(std::io::stdout().lock(), session_id).run(out_rx)
+                    stdout::Writer::new(std::io::stdout().lock(), session_id, titles).run(out_rx)
                 },
                 control.clone(),
                 writer_done_tx,
@@ -282,20 +298,17 @@ impl Threads {
             };
             // Never joined: a read blocked on a live stdin cannot be interrupted, and at a
             // signal the process exits with the reader still waiting.
-            let _stdin = spawn("gjc-stdin", move || {
-                stdin::run(
-                    std::io::stdin().lock(),
-                    routes,
-                    crate::settings::get().max_line_bytes,
-                )
+            let max_line_bytes = settings.max_line_bytes;
+            let _stdin = spawn(&settings, "gjc-stdin", move || {
+                stdin::run(std::io::stdin().lock(), routes, max_line_bytes)
             });
             kept = Some(sessions);
         }
         // The parent-death signal comes at every reparenting, so the pid poll is only needed
         // when its handler could not be installed.
         match signals {
-            Some(signals) => watch_signals(signals, control.clone(), parent),
-            None => watch_parent(control.clone(), parent),
+            Some(signals) => watch_signals(&settings, signals, control.clone(), parent),
+            None => watch_parent(&settings, control.clone(), parent),
         }
         Ok(Threads {
             crashed,
@@ -425,13 +438,15 @@ fn raise_open_file_limit() {
 /// How long the writer may take to hand its last frames to the host at shutdown.
 const WRITER_GRACE: Duration = Duration::from_millis(500);
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
+/// A role thread named `name`; `settings` say whether a test asked it to panic.
+fn spawn(settings: &Settings, name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    let panic_here = settings.test_panic.clone();
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
             let name = std::thread::current().name().unwrap_or("?").to_string();
             log::debug!("thread {name} started");
-            exec::test_panic_point();
+            exec::test_panic_point(panic_here.as_deref());
             f();
             log::debug!("thread {name} stopped");
         })
@@ -441,12 +456,13 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::thread::JoinHand
 /// The thread that owns stdout (the RPC writer or the ACP front end). A write error means the
 /// host stopped reading: shut down as at stdin EOF.
 fn spawn_writer(
+    settings: &Settings,
     name: &str,
     body: impl FnOnce() -> std::io::Result<()> + Send + 'static,
     control: Sender<ControlFrame>,
     done: Sender<()>,
 ) -> std::thread::JoinHandle<()> {
-    spawn(name, move || {
+    spawn(settings, name, move || {
         if let Err(e) = body() {
             log::info!("stdout closed: {e}");
             let _ = control.send(ControlFrame::Shutdown("stdout closed"));
@@ -543,11 +559,12 @@ fn install_signal_handlers() -> Option<signal_hook::iterator::Signals> {
 }
 
 fn watch_signals(
+    settings: &Settings,
     mut signals: signal_hook::iterator::Signals,
     control: Sender<ControlFrame>,
     parent: Parent,
 ) {
-    spawn("gjc-signal", move || {
+    spawn(settings, "gjc-signal", move || {
         for signal in signals.forever() {
             if signal != PARENT_DEATH_SIGNAL {
                 let _ = control.send(ControlFrame::Shutdown("signal"));
@@ -577,8 +594,8 @@ fn arm_parent_death() {
 
 /// A poll of the parent pid, for when the signal handlers could not be installed (the
 /// parent-death signal then has no one to tell).
-fn watch_parent(control: Sender<ControlFrame>, parent: Parent) {
-    spawn("gjc-parent", move || loop {
+fn watch_parent(settings: &Settings, control: Sender<ControlFrame>, parent: Parent) {
+    spawn(settings, "gjc-parent", move || loop {
         std::thread::sleep(Duration::from_millis(500));
         if parent.is_gone() {
             let _ = control.send(ControlFrame::Shutdown("parent process exited"));

@@ -307,12 +307,6 @@ fn resolve_thinking(level: Option<&str>) -> Result<Option<String>, ArgsError> {
     }
 }
 
-/// The agent dir (`crate::settings::Settings::agent_dir`). Kept only for the calls inside
-/// `session/` that still use it; new code reads the settings.
-pub fn agent_dir() -> PathBuf {
-    crate::settings::get().agent_dir.clone()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

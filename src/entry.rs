@@ -38,13 +38,7 @@ pub fn main() -> i32 {
     if args.no_todo_reminders {
         settings.todo_reminders = 0;
     }
-    if !crate::settings::install(settings) {
-        // Something read the settings before this point and got the environment's.
-        log::warn!(
-            "settings were read before start-up resolved them; --no-todo-reminders may not apply"
-        );
-    }
-    crate::app::run(args, parent)
+    crate::app::run(args, settings, parent)
 }
 
 /// `--print-schema[=NAME]`: the schemas are generated from the protocol types, here and now.

@@ -4,7 +4,10 @@
 //! The process is a set of named OS threads that talk only through crossbeam channels. Two front
 //! ends sit over one session host (`sessions`), which runs each live session as an actor on a
 //! `gjc-session` thread of its own: RPC mode one, ACP mode one per `session/new` (and per
-//! `session/load` or `session/resume` of a session that is not live).
+//! `session/load` or `session/resume` of a session that is not live). `new_session`,
+//! `switch_session` and `branch` replace a session's actor on that thread, behind the same lanes
+//! (`session::swap`). The settings (`settings::Settings`) are resolved once at start and passed
+//! down to each part as it is built.
 //!
 //! ```text
 //!           RPC (--mode rpc)                            ACP (--mode acp)

@@ -28,12 +28,6 @@ use crate::protocol::{AgentEvent, Outbound};
 /// give. Deltas merged while backed up lose no text.
 pub const HIGH: usize = crate::settings::OUTPUT_BACKLOG_BYTES;
 
-/// The backlog limit: a host that wants one frame per delta however slowly it reads can raise it,
-/// at the cost of memory while it does not read.
-fn high_mark() -> usize {
-    crate::settings::get().output_backlog_bytes
-}
-
 struct Gauge {
     /// Backed up above this; a waiting sender is woken at a quarter of it.
     high: usize,
@@ -83,13 +77,20 @@ pub struct OutRx {
 #[derive(Debug)]
 pub struct Closed;
 
-/// A new lane, and the receiver of its wake-ups (at most one pending).
+/// A new lane backed up at [`HIGH`], and the receiver of its wake-ups (at most one pending).
 pub fn lane() -> (OutTx, OutRx, Receiver<()>) {
+    lane_with(HIGH)
+}
+
+/// A new lane backed up at `high` bytes (`Settings::output_backlog_bytes`: a host that wants one
+/// frame per delta however slowly it reads can raise it, at the cost of memory while it does not
+/// read), and the receiver of its wake-ups.
+pub fn lane_with(high: usize) -> (OutTx, OutRx, Receiver<()>) {
     let (tx, rx) = unbounded();
     let (urgent_tx, urgent) = unbounded();
     let (wake, woken) = bounded(1);
     let gauge = Arc::new(Gauge {
-        high: high_mark(),
+        high,
         pending: AtomicUsize::new(0),
         responses: AtomicUsize::new(0),
         waiting: AtomicBool::new(false),

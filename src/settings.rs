@@ -1,15 +1,15 @@
 //! The `GJC_*` environment variables (and `HOME`) as one typed value, resolved once at start.
 //!
-//! `entry::main` reads the environment into a [`Settings`] before anything runs and installs it;
-//! code that needs a field reads it with [`get`]. Reading the environment again later is what
-//! this replaces: one place parses every variable, so a value means the same everywhere and
-//! tests build a `Settings` with [`Settings::from_vars`] instead of setting variables on the
-//! whole test process. A bad value falls back to the default with a warning in the log; nothing
+//! `entry::main` reads the environment into a [`Settings`] before anything runs and hands it to
+//! `app::Startup`, which passes it down: the session through its blueprint, the shared threads
+//! (output lane, bash thread, host broker) and the front ends the fields they use when they are
+//! built. There is no process-wide getter: one place parses every variable, so a value means the
+//! same everywhere, and tests build a `Settings` with [`Settings::from_vars`] instead of setting
+//! variables on the whole test process. A bad value falls back to the default with a warning in the log; nothing
 //! here ends the process. (The client library's `GJC_BIN`, in `src/client/`, is read by hosts
 //! that build without the agent, so it stays there.)
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Size limits for one stream. The largest legitimate SSE line is one JSON event carrying a whole
@@ -93,6 +93,13 @@ const COMPACT_KEEP_TOKENS: u64 = 20_000;
 pub const DEFAULT_REMINDERS: u32 = 3;
 /// The most reminders a run can be configured to get: each one costs a model turn.
 pub const MAX_REMINDERS: u32 = 10;
+
+impl Default for Settings {
+    /// The settings of an empty environment (every default; no home).
+    fn default() -> Settings {
+        Settings::from_vars(|_| None)
+    }
+}
 
 impl Settings {
     /// The settings of this process's environment.
@@ -222,20 +229,6 @@ fn parse_reminders(setting: Option<&str>) -> Result<u32, String> {
             .map(|n| n.min(MAX_REMINDERS))
             .map_err(|_| format!("GJC_TODO_REMINDERS={v:?} is not a number, on or off")),
     }
-}
-
-static INSTALLED: OnceLock<Settings> = OnceLock::new();
-
-/// Makes `settings` the process's, once, before any thread reads them; `false` when settings
-/// were already in place (then those stay).
-pub fn install(settings: Settings) -> bool {
-    INSTALLED.set(settings).is_ok()
-}
-
-/// The process's settings: those installed at start, else (a library use or a unit test that
-/// installed none) the environment's, read on first use.
-pub fn get() -> &'static Settings {
-    INSTALLED.get_or_init(Settings::from_env)
 }
 
 #[cfg(test)]

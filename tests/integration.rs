@@ -77,6 +77,8 @@ mod sessions;
 mod state;
 /// How assistant messages end: every started block gets its end update.
 mod stream_ends;
+/// `new_session`, `switch_session` and `branch` replace the session's actor.
+mod swap;
 /// Todo reminders when a run would end with open tasks, and the clear of a finished list.
 mod todo_reminders;
 /// Project trust: a project's hooks are skipped until it is trusted.

@@ -66,6 +66,7 @@ fn request(provider: &str) -> ProviderRequest {
         thinking: "off",
         session_id: "s".into(),
         scripted: None,
+        limits: Default::default(),
     }
 }
 

@@ -122,7 +122,7 @@ impl<W: Write> Front<W> {
             .get(&tool_call_id)
             .map(|s| s.args.clone())
             .unwrap_or(Value::Null);
-        let mut fields = updates::permission_fields(&tool_name, &args, &self.c.cwd);
+        let mut fields = updates::permission_fields(&tool_name, &args, self.place());
         let mut options = vec![PermissionOption::new(
             "allow_once",
             "Allow",

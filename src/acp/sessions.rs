@@ -41,6 +41,8 @@ pub struct Projects {
     pub persistent: bool,
     /// Skills are offered as slash commands (not with `--no-skills`).
     pub skills: bool,
+    /// `Settings::home`: what `~` in a tool call's path means.
+    pub home: Option<PathBuf>,
 }
 
 impl Projects {
@@ -335,12 +337,17 @@ impl<W: Write> Front<W> {
             serde_json::from_value(data["messages"].clone()).unwrap_or_default();
         let mut calls = Vec::new();
         let cwd = self.c.cwd.clone();
+        let home = self.projects.home.clone();
+        let place = updates::Place {
+            cwd: &cwd,
+            home: home.as_deref(),
+        };
         // The whole history counts: what was counted of it before is forgotten.
         let title = self.c.stats.title.take();
         self.c.stats.restart(title);
         self.c.stats.add(&messages);
         for message in &messages {
-            for update in updates::replay(message, &cwd, &mut calls) {
+            for update in updates::replay(message, place, &mut calls) {
                 self.update(update)?;
             }
         }

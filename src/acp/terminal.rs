@@ -431,6 +431,7 @@ mod tests {
                 fixed_dir: None,
                 persistent: false,
                 skills: false,
+                home: None,
             },
             sandbox: Default::default(),
         };

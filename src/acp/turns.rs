@@ -12,6 +12,14 @@ use crate::protocol::message::AgentMessage;
 use crate::protocol::AgentEvent;
 
 impl<W: Write> Front<W> {
+    /// Where the focused session's tool paths are resolved.
+    pub(super) fn place(&self) -> updates::Place<'_> {
+        updates::Place {
+            cwd: &self.c.cwd,
+            home: self.projects.home.as_deref(),
+        }
+    }
+
     pub(super) fn on_event(&mut self, event: AgentEvent) -> std::io::Result<()> {
         match event {
             // A server the session could not start or lost: the editor's user should know.
@@ -35,7 +43,7 @@ impl<W: Write> Front<W> {
                     &tool_call_id,
                     &tool_name,
                     &args,
-                    &self.c.cwd,
+                    self.place(),
                     ToolCallStatus::Pending,
                 );
                 self.c.shown.insert(tool_call_id, Shown { args });
@@ -65,7 +73,7 @@ impl<W: Write> Front<W> {
                     &tool_call_id,
                     &tool_name,
                     &args,
-                    &self.c.cwd,
+                    self.place(),
                     &result,
                     is_error,
                 );

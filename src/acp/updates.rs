@@ -86,7 +86,21 @@ pub struct ToolView {
     pub locations: Vec<ToolCallLocation>,
 }
 
-pub fn tool_view(name: &str, args: &Value, cwd: &Path) -> ToolView {
+/// Where a call's paths are resolved: the session's cwd and what `~` means there
+/// (`Settings::home`).
+#[derive(Clone, Copy)]
+pub struct Place<'a> {
+    pub cwd: &'a Path,
+    pub home: Option<&'a Path>,
+}
+
+impl Place<'_> {
+    fn resolve(self, path: &str) -> std::path::PathBuf {
+        paths::resolve(self.cwd, self.home, path)
+    }
+}
+
+pub fn tool_view(name: &str, args: &Value, place: Place) -> ToolView {
     let arg = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or("");
     let path = arg("path");
     let location = || -> Vec<ToolCallLocation> {
@@ -94,7 +108,7 @@ pub fn tool_view(name: &str, args: &Value, cwd: &Path) -> ToolView {
             return Vec::new();
         }
         let line = args.get("offset").and_then(Value::as_u64).map(|l| l as u32);
-        vec![ToolCallLocation::new(paths::resolve(cwd, path)).line(line)]
+        vec![ToolCallLocation::new(place.resolve(path)).line(line)]
     };
     let (kind, title) = match name {
         "read" => (ToolKind::Read, format!("Read {path}")),
@@ -126,10 +140,10 @@ pub fn tool_call(
     id: &str,
     name: &str,
     args: &Value,
-    cwd: &Path,
+    place: Place,
     status: ToolCallStatus,
 ) -> ToolCall {
-    let view = tool_view(name, args, cwd);
+    let view = tool_view(name, args, place);
     ToolCall::new(id.to_string(), view.title)
         .kind(view.kind)
         .status(status)
@@ -138,15 +152,15 @@ pub fn tool_call(
 }
 
 /// The call's fields for a permission request (the client shows them beside the options).
-pub fn permission_fields(name: &str, args: &Value, cwd: &Path) -> ToolCallUpdateFields {
-    let view = tool_view(name, args, cwd);
+pub fn permission_fields(name: &str, args: &Value, place: Place) -> ToolCallUpdateFields {
+    let view = tool_view(name, args, place);
     let mut fields = ToolCallUpdateFields::new()
         .kind(view.kind)
         .title(view.title)
         .status(ToolCallStatus::Pending)
         .locations(view.locations)
         .raw_input(args.clone());
-    let diffs = planned_diffs(name, args, cwd);
+    let diffs = planned_diffs(name, args, place);
     if !diffs.is_empty() {
         fields = fields.content(diffs);
     }
@@ -174,7 +188,7 @@ pub fn result(
     id: &str,
     name: &str,
     args: &Value,
-    cwd: &Path,
+    place: Place,
     output: &ToolOutput,
     is_error: bool,
 ) -> ToolCallUpdate {
@@ -186,7 +200,7 @@ pub fn result(
     let diffs = if is_error {
         Vec::new()
     } else {
-        planned_diffs(name, args, cwd)
+        planned_diffs(name, args, place)
     };
     let content = if diffs.is_empty() {
         output_content(output)
@@ -204,14 +218,14 @@ pub fn result(
 
 /// The diffs an edit or write makes, from its arguments: each replaced span for `edit`, the
 /// whole new content for `write`.
-fn planned_diffs(name: &str, args: &Value, cwd: &Path) -> Vec<ToolCallContent> {
+fn planned_diffs(name: &str, args: &Value, place: Place) -> Vec<ToolCallContent> {
     let Some(path) = args.get("path").and_then(Value::as_str) else {
         return Vec::new();
     };
     if paths::url_scheme(path).is_some() {
         return Vec::new();
     }
-    let abs = paths::resolve(cwd, path);
+    let abs = place.resolve(path);
     match name {
         "write" => args
             .get("content")
@@ -306,7 +320,7 @@ pub fn stop_reason(
 /// as finished calls; their results complete them.
 pub fn replay(
     message: &AgentMessage,
-    cwd: &Path,
+    place: Place,
     calls: &mut Vec<(String, String, Value)>,
 ) -> Vec<SessionUpdate> {
     match message {
@@ -330,7 +344,7 @@ pub fn replay(
                         &call.id,
                         &call.name,
                         &call.arguments,
-                        cwd,
+                        place,
                         ToolCallStatus::Pending,
                     )))
                 }
@@ -352,7 +366,7 @@ pub fn replay(
                 &r.tool_call_id,
                 &name,
                 &args,
-                cwd,
+                place,
                 &output,
                 r.is_error,
             ))]
@@ -379,7 +393,10 @@ mod tests {
 
     #[test]
     fn tools_get_their_kind_title_and_location() {
-        let cwd = Path::new("/p");
+        let cwd = Place {
+            cwd: Path::new("/p"),
+            home: None,
+        };
         let v = tool_view("read", &json!({"path": "src/a.rs", "offset": 3}), cwd);
         assert_eq!(v.kind, ToolKind::Read);
         assert_eq!(v.title, "Read src/a.rs");
@@ -397,7 +414,10 @@ mod tests {
             "c1",
             "edit",
             &args,
-            Path::new("/p"),
+            Place {
+                cwd: Path::new("/p"),
+                home: None,
+            },
             &ToolOutput::text("ok"),
             false,
         );

@@ -210,10 +210,11 @@ pub struct BashActor {
 }
 
 /// Spawns `gjc-bash`. Spill files go to a private folder made under `spill_parent`, removed at
-/// shutdown unless `keep_spill`.
+/// shutdown unless `keep_spill`. `test_panic` is `Settings::test_panic`.
 pub fn spawn(
     spill_parent: PathBuf,
     keep_spill: bool,
+    test_panic: Option<String>,
 ) -> std::io::Result<(BashHandle, std::thread::JoinHandle<()>)> {
     let (tx, requests) = unbounded();
     let (waker, woken) = wake::pair()?;
@@ -231,7 +232,10 @@ pub fn spawn(
     };
     let thread = std::thread::Builder::new()
         .name("gjc-bash".into())
-        .spawn(move || actor.run())?;
+        .spawn(move || {
+            test_panic_point(test_panic.as_deref());
+            actor.run()
+        })?;
     let inner = HandleInner {
         tx: Some(tx),
         waker,
@@ -247,7 +251,6 @@ pub fn spawn(
 
 impl BashActor {
     fn run(mut self) {
-        test_panic_point();
         while self.take_requests() {
             self.expire();
             self.wait(self.next_deadline());
@@ -482,17 +485,18 @@ impl BashActor {
     }
 }
 
-/// Test-only, in debug builds: panics when `GJC_TEST_PANIC` names the current thread, so tests
-/// can see what a crash of that thread does. Called where role threads start and where a tool
-/// worker starts a call; release builds skip it.
-pub fn test_panic_point() {
+/// Test-only, in debug builds: panics when `wanted` (`Settings::test_panic`, from
+/// `GJC_TEST_PANIC`) names the current thread, so tests can see what a crash of that thread
+/// does. Called where role threads start and where a tool worker starts a call; release builds
+/// skip it.
+pub fn test_panic_point(wanted: Option<&str>) {
     if !cfg!(debug_assertions) {
         return;
     }
-    let Some(wanted) = &crate::settings::get().test_panic else {
+    let Some(wanted) = wanted else {
         return;
     };
-    if std::thread::current().name() == Some(wanted.as_str()) {
+    if std::thread::current().name() == Some(wanted) {
         panic!("GJC_TEST_PANIC asked {wanted} to panic");
     }
 }

@@ -2,7 +2,7 @@ use super::*;
 
 fn run(command: &str, timeout: Option<Duration>) -> BashResult {
     let dir = tempfile::tempdir().unwrap();
-    let (handle, thread) = spawn(dir.path().to_path_buf(), false).unwrap();
+    let (handle, thread) = spawn(dir.path().to_path_buf(), false, None).unwrap();
     let (tx, rx) = unbounded();
     handle.run(BashJob {
         owner: JobOwner::User,
@@ -98,7 +98,7 @@ fn run_on(handle: &BashHandle, cwd: &std::path::Path, command: &str) -> BashResu
 #[test]
 fn clearing_spill_files_keeps_the_other_sessions() {
     let dir = tempfile::tempdir().unwrap();
-    let (handle, thread) = spawn(dir.path().to_path_buf(), false).unwrap();
+    let (handle, thread) = spawn(dir.path().to_path_buf(), false, None).unwrap();
     let (one, two) = (handle.for_session(1), handle.for_session(2));
     // More than the kept tail, so the full output goes to a spill file.
     let big = "head -c 200000 /dev/zero | tr '\\0' a";

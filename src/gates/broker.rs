@@ -33,6 +33,9 @@ pub struct Broker {
     session_id: String,
     /// The live continuation of each gate this process opened and still waits on.
     waiters: HashMap<String, Waiter>,
+    /// `Settings::test_abort_after_gate_accept` (debug builds only): die between an acceptance
+    /// and its advance, as a crash would.
+    pub test_abort_after_accept: bool,
 }
 
 /// Who waits on a gate: the channel its answer goes to, and the tool call that opened it (an
@@ -70,6 +73,7 @@ impl Broker {
             store,
             session_id: session_id.into(),
             waiters: HashMap::new(),
+            test_abort_after_accept: false,
         };
         (broker, notice)
     }
@@ -225,7 +229,7 @@ impl Broker {
         }
         // Debug builds only: die between the acceptance and the advance, as a crash would.
         #[cfg(debug_assertions)]
-        if crate::settings::get().test_abort_after_gate_accept {
+        if self.test_abort_after_accept {
             std::process::abort();
         }
         self.advance(gate_id, &answer, orphan);

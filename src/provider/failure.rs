@@ -11,10 +11,6 @@ use std::time::{Duration, SystemTime};
 pub const DEFAULT_RETRY_AFTER_CAP: Duration =
     Duration::from_millis(crate::settings::RETRY_AFTER_CAP_MS);
 
-pub fn retry_after_cap() -> Duration {
-    crate::settings::get().retry_after_max
-}
-
 /// How the session should treat a failed HTTP response.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpVerdict {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::builder::MessageBuilder;
 use super::catalog::price;
-use super::failure::{classify_http, classify_message, requested_wait, retry_after_cap};
+use super::failure::{classify_http, classify_message, requested_wait};
 use super::logging::request_line;
 use super::sse::{SseError, SseReader};
 use super::wire::{self, Decoder, StreamError, WireApi};
@@ -79,7 +79,13 @@ pub fn run_stream(
         started.elapsed().as_millis()
     );
     if status != 200 {
-        http_error(builder, sink, cancel, response);
+        http_error(
+            builder,
+            sink,
+            cancel,
+            response,
+            request.limits.retry_after_max,
+        );
         return false;
     }
     let body = FlushFirst {
@@ -88,7 +94,7 @@ pub fn run_stream(
     };
     let mut reader = SseReader::with_limits(
         BufReader::with_capacity(16 * 1024, body),
-        crate::settings::get().sse,
+        request.limits.sse,
     );
     let Some(message) = stream(
         builder,
@@ -284,6 +290,7 @@ fn http_error(
     sink: &EventSink,
     cancel: &CancelFlag,
     response: ureq::http::Response<ureq::Body>,
+    retry_after_max: Duration,
 ) {
     let status = response.status().as_u16();
     let header = |name: &str| {
@@ -311,7 +318,7 @@ fn http_error(
         should_retry.as_deref(),
         &detail,
         wait,
-        retry_after_cap(),
+        retry_after_max,
     );
     let message = match verdict.refusal {
         Some(why) => format!("HTTP {status}: {detail} ({why})"),

@@ -48,6 +48,31 @@ pub struct ProviderRequest {
     pub thinking: &'static str,
     pub session_id: String,
     pub scripted: Option<Arc<scripted::Script>>,
+    pub limits: Limits,
+}
+
+/// What the settings bound in one stream: its SSE lines and events, and the longest wait a
+/// provider may ask for before a retry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    pub sse: crate::settings::SseLimits,
+    pub retry_after_max: std::time::Duration,
+}
+
+impl Limits {
+    pub fn of(settings: &crate::settings::Settings) -> Limits {
+        Limits {
+            sse: settings.sse,
+            retry_after_max: settings.retry_after_max,
+        }
+    }
+}
+
+impl Default for Limits {
+    /// The defaults (no `GJC_*` variable set).
+    fn default() -> Limits {
+        Limits::of(&crate::settings::Settings::default())
+    }
 }
 
 impl ProviderRequest {

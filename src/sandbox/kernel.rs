@@ -40,15 +40,13 @@ const DEVICES: &[&str] = &[
     "/dev/pts",
 ];
 
-/// The Landlock ABI gjc uses: the kernel's, capped by `GJC_LANDLOCK_ABI` (a kernel without
-/// Landlock, or an older one, can be tried on this one: `GJC_LANDLOCK_ABI=0`).
-pub fn landlock_abi() -> u32 {
-    static ABI: OnceLock<u32> = OnceLock::new();
-    *ABI.get_or_init(|| {
-        let kernel = kernel_abi();
-        let cap = crate::settings::get().landlock_abi_cap;
-        cap.map_or(kernel, |cap| cap.min(kernel))
-    })
+/// The Landlock ABI gjc uses: the kernel's (asked once per process), capped by `cap`
+/// (`Settings::landlock_abi_cap`, from `GJC_LANDLOCK_ABI`: a kernel without Landlock, or an older
+/// one, can be tried on this one with `GJC_LANDLOCK_ABI=0`).
+pub fn landlock_abi(cap: Option<u32>) -> u32 {
+    static KERNEL: OnceLock<u32> = OnceLock::new();
+    let kernel = *KERNEL.get_or_init(kernel_abi);
+    cap.map_or(kernel, |cap| cap.min(kernel))
 }
 
 /// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`: the ABI, or 0 when the
@@ -81,8 +79,8 @@ pub fn seccomp_arch() -> Option<seccompiler::TargetArch> {
 }
 
 /// How network-off is enforced here, as `get_state` says it.
-pub fn network_enforcement() -> &'static str {
-    match (seccomp_arch().is_some(), landlock_abi() >= NET_ABI) {
+pub fn network_enforcement(abi: u32) -> &'static str {
+    match (seccomp_arch().is_some(), abi >= NET_ABI) {
         (true, true) => "landlock+seccomp",
         (true, false) => "seccomp",
         (false, true) => "landlock",
@@ -113,13 +111,14 @@ pub struct RawConfinement {
 
 impl Confinement {
     /// Builds the ruleset for `roots` (empty: nothing writable) and, without `network`, the
-    /// socket filter. Fails, naming what is missing, when the kernel cannot enforce it.
+    /// socket filter, with Landlock ABI `abi` (see [`landlock_abi`]). Fails, naming what is
+    /// missing, when the kernel cannot enforce it.
     pub fn prepare(
         roots: &[PathBuf],
         network: bool,
         tmpdir: Option<PathBuf>,
+        abi: u32,
     ) -> Result<Confinement, SandboxError> {
-        let abi = landlock_abi();
         if abi < MIN_FS_ABI {
             return Err(SandboxError::Unavailable(format!(
                 "the kernel's Landlock ABI is {abi}; confining writes needs ABI {MIN_FS_ABI} (Linux 6.2) or newer"

@@ -74,7 +74,10 @@ pub fn run_if_asked() -> Option<i32> {
         return fail(126, "no program to run".into());
     }
     let program = words.remove(0);
-    let confinement = match Confinement::prepare(&spec.roots, spec.network, spec.tmpdir) {
+    // The launcher is a process of its own: its settings are resolved here, at its start.
+    let cap = crate::settings::Settings::from_env().landlock_abi_cap;
+    let abi = super::landlock_abi(cap);
+    let confinement = match Confinement::prepare(&spec.roots, spec.network, spec.tmpdir, abi) {
         Ok(c) => c,
         Err(e) => return fail(126, format!("{}: {e}", e.code())),
     };

@@ -118,6 +118,8 @@ impl Default for Commands {
 #[derive(Debug)]
 pub struct Sandbox {
     policy: Policy,
+    /// The Landlock ABI confinements use (`landlock_abi`, capped by the settings).
+    abi: u32,
     limits: Limits,
     cwd: PathBuf,
     /// The private temp dir (0700), made when a confinement first needs it.
@@ -128,9 +130,11 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    pub fn new(policy: Policy, cwd: PathBuf) -> Sandbox {
+    /// The sandbox of a session working in `cwd`; `abi_cap` is `Settings::landlock_abi_cap`.
+    pub fn new(policy: Policy, cwd: PathBuf, abi_cap: Option<u32>) -> Sandbox {
         Sandbox {
             policy,
+            abi: landlock_abi(abi_cap),
             limits: Limits::default(),
             cwd,
             temp: None,
@@ -282,8 +286,8 @@ impl Sandbox {
                 .collect(),
             limited_by: effective.limited_by.map(str::to_string),
             enforcement: SandboxEnforcement {
-                landlock_abi: landlock_abi(),
-                network: kernel::network_enforcement().to_string(),
+                landlock_abi: self.abi,
+                network: kernel::network_enforcement(self.abi).to_string(),
                 error,
             },
         }
@@ -313,7 +317,7 @@ impl Sandbox {
         } else {
             self.temp_dir()
         };
-        match Confinement::prepare(roots, network, tmpdir) {
+        match Confinement::prepare(roots, network, tmpdir, self.abi) {
             Ok(c) => Launch::Confined(Arc::new(c)),
             Err(e) => Launch::Refused(e),
         }

@@ -15,7 +15,7 @@ fn policy(mode: SandboxMode, network: bool) -> Policy {
 #[test]
 fn limits_only_narrow_the_hosts_policy() {
     let cwd = PathBuf::from("/");
-    let mut sandbox = Sandbox::new(policy(SandboxMode::DangerFullAccess, false), cwd);
+    let mut sandbox = Sandbox::new(policy(SandboxMode::DangerFullAccess, false), cwd, None);
     let e = sandbox.effective();
     assert_eq!(
         (e.mode, e.network, e.limited_by),
@@ -50,6 +50,7 @@ fn only_the_hosts_own_policy_may_escalate() {
     let mut sandbox = Sandbox::new(
         policy(SandboxMode::WorkspaceWrite, false),
         dir.path().into(),
+        None,
     );
     assert!(sandbox.commands().may_escalate);
     sandbox.set_limits(Limits {
@@ -93,12 +94,13 @@ fn run(launch: &Launch, cwd: &Path, script: &str) -> (Option<i32>, String) {
 /// spells the path, while writes inside the cwd and the temp dir work.
 #[test]
 fn a_confined_shell_writes_only_beneath_its_roots() {
-    assert!(landlock_abi() >= MIN_FS_ABI, "this test needs Landlock");
+    assert!(landlock_abi(None) >= MIN_FS_ABI, "this test needs Landlock");
     let work = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     let mut sandbox = Sandbox::new(
         policy(SandboxMode::WorkspaceWrite, false),
         work.path().into(),
+        None,
     );
     let commands = sandbox.commands();
     let out = outside.path().display().to_string();
@@ -134,7 +136,11 @@ fn a_confined_shell_writes_only_beneath_its_roots() {
 #[test]
 fn read_only_writes_nowhere_and_network_off_refuses_inet_sockets() {
     let work = tempfile::tempdir().unwrap();
-    let mut sandbox = Sandbox::new(policy(SandboxMode::ReadOnly, false), work.path().into());
+    let mut sandbox = Sandbox::new(
+        policy(SandboxMode::ReadOnly, false),
+        work.path().into(),
+        None,
+    );
     let commands = sandbox.commands();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -154,7 +160,11 @@ fn read_only_writes_nowhere_and_network_off_refuses_inet_sockets() {
 /// A session without a sandbox builds nothing for its hooks and the host's `bash`.
 #[test]
 fn without_a_sandbox_nothing_is_prepared_for_commands() {
-    let mut sandbox = Sandbox::new(policy(SandboxMode::DangerFullAccess, false), "/".into());
+    let mut sandbox = Sandbox::new(
+        policy(SandboxMode::DangerFullAccess, false),
+        "/".into(),
+        None,
+    );
     assert!(matches!(sandbox.launch(), Launch::Unconfined));
     assert!(sandbox.commands.is_none() && sandbox.temp.is_none());
     assert!(matches!(sandbox.commands().read_only, Launch::Confined(_)));

@@ -52,7 +52,9 @@ impl SessionLoop {
                 self.bash.abort(JobOwner::User);
                 Ok(None)
             }
-            Command::NewSession(p) => self.new_session(p.parent_session.as_deref(), p.cwd),
+            Command::NewSession(p) => {
+                return self.new_session(id, p.parent_session.as_deref(), p.cwd)
+            }
             Command::GetState(p) => {
                 let mut state = self.state.state(&p.include, self.is_busy(), self.is_compacting());
                 state.unattended = self.unattended.status(&self.state.id);
@@ -114,9 +116,9 @@ impl SessionLoop {
                 Err(e) => Err(CommandError::Invalid(e.to_string())),
             },
             Command::SwitchSession(p) => {
-                self.switch_session(std::path::Path::new(&p.session_path), p.cwd)
+                return self.switch_session(id, std::path::Path::new(&p.session_path), p.cwd)
             }
-            Command::Branch(p) => self.branch(&p.entry_id),
+            Command::Branch(p) => return self.branch(id, &p.entry_id),
             Command::GetBranchMessages(_) => self.branch_messages(),
             Command::ListSessions(p) => return self.list_sessions(id, p.all),
             Command::ExportHtml(p) => self.export_html(p.output_path.as_deref()),
@@ -258,35 +260,6 @@ impl SessionLoop {
         }
     }
 
-    fn new_session(&mut self, parent: Option<&str>, cwd: Option<String>) -> Answer {
-        let cwd = project_cwd(cwd)?;
-        self.abort_run();
-        self.state.store.sync();
-        if let Some(cwd) = cwd {
-            self.enter_project(cwd);
-        }
-        let id = crate::ids::uuid_v7();
-        let store = if self.state.store.is_persistent() {
-            let parent = parent
-                .map(str::to_string)
-                .or_else(|| self.state.store.path().map(|p| p.display().to_string()));
-            super::store::Store::create(
-                &self.state.session_dir,
-                &id,
-                &self.state.cwd,
-                parent.as_deref(),
-            )
-        } else {
-            super::store::Store::in_memory(&id, &self.state.cwd)
-        };
-        self.reset(id, store, Default::default(), None);
-        self.registry_update();
-        data(&reply::Cancelled {
-            cancelled: false,
-            repaired: None,
-        })
-    }
-
     /// Replaces the session: id, file, context and name; queues, todos and usage start over.
     pub(super) fn reset(
         &mut self,
@@ -303,69 +276,6 @@ impl SessionLoop {
         self.state.name = name;
         self.state.queues.clear();
         self.state.todos.clear();
-    }
-
-    /// Opens another session file. A missing or corrupt file leaves the current session as it was.
-    fn switch_session(&mut self, path: &std::path::Path, cwd: Option<String>) -> Answer {
-        let cwd = project_cwd(cwd)?;
-        let mut loaded = super::store::load(path)?;
-        let store = super::store::Store::open(path, &mut loaded)?;
-        self.abort_run();
-        self.state.store.sync();
-        if let Some(cwd) = cwd {
-            self.enter_project(cwd);
-        }
-        let id = loaded.header["id"]
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(crate::ids::uuid_v7);
-        let name = loaded.header["title"].as_str().map(str::to_string);
-        if let Some((provider, model)) = loaded.model.as_deref().and_then(|m| m.split_once('/')) {
-            if let Some(found) = self.state.catalog.find(provider, model).cloned() {
-                self.state.model = Some(found);
-            }
-        }
-        if let Some(level) = loaded.thinking.as_deref() {
-            self.state.thinking = catalog::clamp_thinking(level, self.state.model.as_ref());
-        }
-        let repaired = store.repaired();
-        self.reset(id, store, loaded.context, name);
-        self.emit_store_notices();
-        crate::memory::release_free_pages();
-        self.registry_update();
-        data(&reply::Cancelled {
-            cancelled: false,
-            repaired: repaired.map(|r| reply::Repaired {
-                dropped_bytes: r.dropped_bytes,
-                added_newline: r.added_newline,
-            }),
-        })
-    }
-
-    fn branch(&mut self, entry_id: &str) -> Answer {
-        let Some(path) = self.state.store.path().map(std::path::Path::to_path_buf) else {
-            return Err(CommandError::Invalid(
-                "Invalid entry ID for branching".into(),
-            ));
-        };
-        self.state.store.sync();
-        let new_id = crate::ids::uuid_v7();
-        let (new_path, text) = super::store::branch(
-            &path,
-            entry_id,
-            &self.state.session_dir,
-            &new_id,
-            &self.state.cwd,
-        )?;
-        self.switch_session(&new_path, None)?;
-        // Editors put the branched message back into their input box.
-        self.send(crate::protocol::Outbound::Show(
-            crate::protocol::Show::EditorText(text.clone()),
-        ));
-        data(&reply::BranchResult {
-            text,
-            cancelled: false,
-        })
     }
 
     fn branch_messages(&mut self) -> Answer {
@@ -394,7 +304,11 @@ impl SessionLoop {
             ));
         };
         let target = match output {
-            Some(p) => crate::tools::paths::resolve(&self.state.cwd, p),
+            Some(p) => crate::tools::paths::resolve(
+                &self.state.cwd,
+                self.state.settings.home.as_deref(),
+                p,
+            ),
             None => session_path.with_extension("html"),
         };
         let title = self
@@ -577,12 +491,6 @@ impl SessionLoop {
 }
 
 /// A session command's `cwd`, checked before anything changes.
-fn project_cwd(cwd: Option<String>) -> Result<Option<std::path::PathBuf>, CommandError> {
-    cwd.map(|c| super::project::resolve_cwd(std::path::Path::new(&c)))
-        .transpose()
-        .map_err(|e| CommandError::Invalid(e.to_string()))
-}
-
 fn parse_mode(mode: &str, what: &str) -> Result<QueueMode, CommandError> {
     QueueMode::parse(mode)
         .ok_or_else(|| CommandError::Invalid(format!("Invalid {what} mode: {mode}")))

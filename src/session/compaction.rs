@@ -24,11 +24,6 @@ const COMPACTION_STATUS: &str = "gjc.compaction";
 use crate::protocol::{AgentEvent, Response};
 use crate::provider::{self, ProviderEvent, ProviderMsg, ProviderRequest, StreamHandle};
 
-/// Tokens kept verbatim after the summary (`GJC_COMPACT_KEEP_TOKENS`).
-fn keep_tokens() -> u64 {
-    crate::settings::get().compact_keep_tokens
-}
-
 /// Room left free for the next reply before automatic compaction starts.
 pub const RESERVE_TOKENS: u64 = 16_384;
 
@@ -219,7 +214,7 @@ impl SessionLoop {
             .messages
             .parsed()
             .map_err(|e| Io(e.to_string()))?;
-        let cut = cut_point(messages, keep_tokens())
+        let cut = cut_point(messages, self.state.settings.compact_keep_tokens)
             .ok_or_else(|| Refused("Nothing to compact (session too small)".into()))?;
         let tokens_before = self
             .state
@@ -283,6 +278,7 @@ impl SessionLoop {
             thinking: "off",
             session_id: self.state.id.clone(),
             scripted: self.state.scripted(),
+            limits: provider::Limits::of(&self.state.settings),
         };
         self.set_status(COMPACTION_STATUS, Some(status.into()));
         let stream = self.next_generation();

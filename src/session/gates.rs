@@ -48,7 +48,8 @@ impl SessionLoop {
             .store
             .is_persistent()
             .then(|| self.state.session_dir.clone());
-        let (broker, notice) = Broker::load(dir.as_deref(), &self.state.id);
+        let (mut broker, notice) = Broker::load(dir.as_deref(), &self.state.id);
+        broker.test_abort_after_accept = self.state.settings.test_abort_after_gate_accept;
         self.state.workflow.stage = serde_json::from_value(broker.workflow().clone()).ok();
         if let Some(message) = notice {
             log::error!("{message}");

@@ -1,9 +1,11 @@
 //! `handoff`: the current model writes a handoff document in one request (the compaction
 //! machinery: its own stream, cancelled by `abort`), the document is saved beside the new
 //! session's file, and the session continues in a new session (its `parentSession` the old
-//! file) whose context starts with the document. The old session file gets nothing. With the
+//! file, its actor a new one, `swap.rs`) whose context starts with the document. The old
+//! session file gets nothing. With the
 //! `handoff` strategy (`GJC_COMPACTION_STRATEGY`) a run past the threshold does the same instead
-//! of summarising in place, and falls back to that when the document comes back empty.
+//! of summarising in place (in the same actor, as its run goes on), and falls back to that when
+//! the document comes back empty.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -79,14 +81,20 @@ impl SessionLoop {
         Ok(())
     }
 
-    /// The document arrived (or the request failed): on success the new session starts with it.
-    /// A run the host started meanwhile is aborted first, as `new_session` would.
+    /// The document arrived (or the request failed): on success a new session follows this
+    /// one, as after `new_session` (`swap.rs`), and starts with the document, which its actor
+    /// writes before it answers. A run the host started meanwhile ends with this actor.
     pub(super) fn finish_handoff(&mut self, id: Option<Value>, outcome: Result<String, String>) {
-        let result = outcome.and_then(|doc| {
-            self.abort_run();
-            self.continue_in_new_session(&doc, false)
-        });
-        let response = match result {
+        match outcome {
+            Ok(document) => self.hand_off_to_successor(id, document),
+            Err(e) => self.respond(Response::err(id, "handoff", e)),
+        }
+    }
+
+    /// The successor's first step after a manual handoff: the document as its first entry and
+    /// beside its file, then the answer.
+    pub(super) fn seed_handoff(&mut self, id: Option<Value>, document: &str) {
+        let response = match self.seed_document(document) {
             Ok((saved_path, _)) => {
                 match serde_json::value::to_raw_value(&HandoffResult { saved_path }) {
                     Ok(raw) => Response::ok_raw(id, "handoff", Some(Data::Checked(raw))),
@@ -98,22 +106,27 @@ impl SessionLoop {
         self.respond(response);
     }
 
-    /// The new session (`parentSession` the old file; queues cleared for `handoff` as
-    /// `new_session` clears them, kept for an automatic handoff, whose run goes on), its first
-    /// entry the wrapped document, written and synced; then the document file. Returns the
-    /// document's path (none with `--no-session`) and the entry id of the document message.
+    /// An automatic handoff's new session. Unlike `new_session` and a manual `handoff`
+    /// (`swap.rs`) it continues in the same actor: the run goes on in the new session, and the
+    /// run (phase, queued messages, retry budget, tool loop) is the actor's core, which a swap
+    /// would have to hand over whole. So the session is reset in place; hooks, MCP servers,
+    /// gates, the unattended declaration and the host's settings stay the actor's
+    /// (docs/architecture.md, "The session host").
+    ///
+    /// The new session (`parentSession` the old file; queues kept, as the run goes on), its
+    /// first entry the wrapped document (`seed_document`). Returns the document's path (none
+    /// with `--no-session`) and the entry id of the document message.
     fn continue_in_new_session(
         &mut self,
         document: &str,
-        keep_queues: bool,
     ) -> Result<(Option<String>, String), String> {
-        let queued = keep_queues.then(|| {
+        let queued = {
             let q = &mut self.state.queues;
             (
                 std::mem::take(&mut q.steering),
                 std::mem::take(&mut q.follow_up),
             )
-        });
+        };
         self.state.store.sync();
         let id = crate::ids::uuid_v7();
         let store = match self.state.store.path() {
@@ -124,11 +137,14 @@ impl SessionLoop {
             None => Store::in_memory(&id, &self.state.cwd),
         };
         self.reset(id, store, Default::default(), None);
-        if let Some((steering, follow_up)) = queued {
-            self.state.queues.steering = steering;
-            self.state.queues.follow_up = follow_up;
-        }
+        (self.state.queues.steering, self.state.queues.follow_up) = queued;
         self.registry_update();
+        self.seed_document(document)
+    }
+
+    /// The new session's first entry, the wrapped document, written and synced; then the
+    /// document file beside the session file.
+    fn seed_document(&mut self, document: &str) -> Result<(Option<String>, String), String> {
         // Not `record`: during an automatic handoff this is not a message of the run.
         if self.state.store.is_persistent() && self.state.store.ensure_on_disk().is_ok() {
             self.write_selection();
@@ -159,7 +175,7 @@ impl SessionLoop {
     /// End-of-run maintenance past the threshold: a handoff with the `handoff` strategy,
     /// otherwise (or when that cannot start) a summary in place. False when neither started.
     pub(super) fn start_maintenance(&mut self) -> bool {
-        if strategy_is_handoff() && self.start_auto_handoff().is_ok() {
+        if strategy_is_handoff(&self.state.settings) && self.start_auto_handoff().is_ok() {
             return true;
         }
         self.start_compaction(Origin::Threshold, None).is_ok()
@@ -202,7 +218,7 @@ impl SessionLoop {
     /// document the context is summarised in place instead (the reference's fallback).
     pub(super) fn finish_auto_handoff(&mut self, outcome: Result<String, String>, before: u64) {
         let result = outcome.and_then(|doc| {
-            self.continue_in_new_session(&doc, true)
+            self.continue_in_new_session(&doc)
                 .map(|(_, entry_id)| CompactionResult {
                     summary: doc,
                     first_kept_entry_id: entry_id,
@@ -220,8 +236,8 @@ impl SessionLoop {
 }
 
 /// `GJC_COMPACTION_STRATEGY`: `handoff`, or `context-full` (the default; anything else too).
-fn strategy_is_handoff() -> bool {
-    crate::settings::get().compaction_strategy == crate::settings::CompactionStrategy::Handoff
+fn strategy_is_handoff(settings: &crate::settings::Settings) -> bool {
+    settings.compaction_strategy == crate::settings::CompactionStrategy::Handoff
 }
 
 #[cfg(test)]

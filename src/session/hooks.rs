@@ -31,6 +31,16 @@ impl SessionLoop {
         self.hooks = Some(hooks);
     }
 
+    /// A successor's hooks (`swap.rs`): its project's, loaded as at start but without
+    /// `session_start`, which the process's hooks see once.
+    pub(super) fn continue_hooks(&mut self) {
+        let hooks = self.load_hooks();
+        if !hooks.is_empty() {
+            hooks.set_launch(self.sandbox_launch());
+        }
+        self.hooks = Some(hooks);
+    }
+
     /// Loads the hooks of the session's project, its own only if it is trusted (`crate::trust`).
     fn load_hooks(&mut self) -> std::sync::Arc<crate::hooks::Hooks> {
         let agent_dir = self.state.project.agent_dir.clone();

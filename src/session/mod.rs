@@ -36,6 +36,7 @@ mod side;
 pub mod state;
 pub mod store;
 pub mod stream;
+pub mod swap;
 pub mod todos;
 pub mod tool_calls;
 pub mod unattended;
@@ -148,6 +149,11 @@ pub struct SessionLoop {
     sandbox: crate::sandbox::Sandbox,
     /// The session's MCP servers (`mcp.rs`).
     mcp: mcp::McpServers,
+    /// The session that follows this one, once a command has asked for it (`swap.rs`): the loop
+    /// ends after that command and the actor hands over.
+    successor: Option<swap::Successor>,
+    /// The front end's input has ended: what is queued is answered, then the actor returns.
+    input_closed: bool,
 }
 
 enum Event {
@@ -174,8 +180,21 @@ impl SessionLoop {
         registry: crate::registry::Registry,
         sandbox: crate::sandbox::Sandbox,
     ) -> SessionLoop {
-        let unattended = unattended::plane_for(&state);
         let (ch, outbox) = Lanes::split(ch, compact_updates);
+        SessionLoop::assemble(state, ch, outbox, bash, host, registry, sandbox)
+    }
+
+    /// A session of `state` over lanes already split.
+    fn assemble(
+        state: Session,
+        ch: Lanes,
+        outbox: Outbox,
+        bash: BashHandle,
+        host: HostHandle,
+        registry: crate::registry::Registry,
+        sandbox: crate::sandbox::Sandbox,
+    ) -> SessionLoop {
+        let unattended = unattended::plane_for(&state);
         SessionLoop {
             outbox,
             unattended,
@@ -193,16 +212,72 @@ impl SessionLoop {
             side: side::SideWorkers::new(),
             registry,
             mcp: mcp::McpServers::default(),
+            successor: None,
+            input_closed: false,
         }
     }
 
-    /// Runs until stdin closes (or a shutdown signal), then aborts what runs and returns.
-    pub fn run(mut self) {
+    /// Runs until stdin closes (or a shutdown signal), then aborts what runs and returns; or
+    /// until a command asks for another session, then hands over to it (`swap.rs`).
+    pub fn run(mut self) -> Option<swap::Handover> {
         self.registry_update();
         self.start_hooks();
         self.recover_gates();
         self.start_mcp();
-        while !self.outbox.is_closed() {
+        self.serve()
+    }
+
+    /// A successor's run: it answers the command that made it, then serves as any session.
+    pub fn run_after(mut self, successor: swap::Successor) -> Option<swap::Handover> {
+        self.take_over(successor);
+        self.serve()
+    }
+
+    /// The loop, then the end: a shutdown, or the handover to the session that follows.
+    fn serve(mut self) -> Option<swap::Handover> {
+        if self.input_closed {
+            self.drain_commands();
+        } else {
+            self.event_loop();
+        }
+        if let Some(successor) = self.successor.take() {
+            let input_closed = self.input_closed;
+            return Some(self.retire(successor, input_closed));
+        }
+        self.shutdown();
+        // The process exits next and takes the session's memory with it at once; freeing a long
+        // history here (its spans, ids, a 15 MB block returned to the system) cost milliseconds
+        // of every exit. `shutdown` has already synced the file and removed the registry
+        // record; the channels and handles still go, so the other threads can finish.
+        let SessionLoop { state, .. } = self;
+        std::mem::forget(state);
+        None
+    }
+
+    /// After the front end's input has ended: the commands already queued are answered (the
+    /// command lane disconnects once the reader's last command is in it), unless one of them
+    /// swaps the session, whose successor answers the rest.
+    fn drain_commands(&mut self) {
+        self.input_closed = true;
+        while !self.outbox.is_closed() && self.successor.is_none() {
+            let frame = self.ch.commands.recv();
+            self.ch.taken.taken();
+            match frame {
+                Ok(CommandFrame::Command { id, command }) => self.handle_command(id, command),
+                Ok(CommandFrame::Invalid(response)) => self.respond(response),
+                Ok(CommandFrame::Policy(policy)) => self.tool_policy = policy,
+                Err(_) => break,
+            }
+            self.flush_out();
+        }
+        if self.successor.is_none() {
+            log::info!("stdin closed; shutting down");
+        }
+    }
+
+    /// Handles events until the input ends, a shutdown, or a command that swaps the session.
+    fn event_loop(&mut self) {
+        while !self.outbox.is_closed() && self.successor.is_none() {
             // Everything produced so far goes out before the loop waits again. While the model
             // stream's next events are already queued, the frames wait for theirs: what one read
             // of the socket brought reaches the host in one write (one wake-up of the writer, and
@@ -222,21 +297,7 @@ impl SessionLoop {
                     break;
                 }
                 Event::Control(ControlFrame::InputClosed) => {
-                    // The command lane disconnects once the reader's last command is in it.
-                    while !self.outbox.is_closed() {
-                        let frame = self.ch.commands.recv();
-                        self.ch.taken.taken();
-                        match frame {
-                            Ok(CommandFrame::Command { id, command }) => {
-                                self.handle_command(id, command)
-                            }
-                            Ok(CommandFrame::Invalid(response)) => self.respond(response),
-                            Ok(CommandFrame::Policy(policy)) => self.tool_policy = policy,
-                            Err(_) => break,
-                        }
-                        self.flush_out();
-                    }
-                    log::info!("stdin closed; shutting down");
+                    self.drain_commands();
                     break;
                 }
                 Event::Command(CommandFrame::Command { id, command }) => {
@@ -261,13 +322,8 @@ impl SessionLoop {
                 Event::Mcp(changed) => self.on_mcp_changed(changed),
             }
         }
-        self.shutdown();
-        // The process exits next and takes the session's memory with it at once; freeing a long
-        // history here (its spans, ids, a 15 MB block returned to the system) cost milliseconds
-        // of every exit. `shutdown` has already synced the file and removed the registry
-        // record; the channels and handles still go, so the other threads can finish.
-        let SessionLoop { state, .. } = self;
-        std::mem::forget(state);
+        // What the swapping command produced goes out before the old actor ends.
+        self.flush_out();
     }
 
     fn next_event(&self) -> Event {

@@ -5,7 +5,6 @@
 //! runs programs (hooks) loads only for a trusted project (`crate::trust`, `trust_project`).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::SessionLoop;
 use crate::prompt::{self, PromptOptions};
@@ -30,6 +29,8 @@ pub struct ProjectOptions {
     pub fixed_session_dir: Option<PathBuf>,
     /// Todo reminders per run (`Settings::todo_reminders` at start), this session's own.
     pub todo_reminders: u32,
+    /// `Settings::home`: a cwd under it names its session folder relative to it.
+    pub home: Option<PathBuf>,
 }
 
 /// What a project contributes to the session.
@@ -68,7 +69,7 @@ impl ProjectOptions {
     pub fn session_dir(&self, sessions_root: &Path, cwd: &Path) -> PathBuf {
         match &self.fixed_session_dir {
             Some(dir) => dir.clone(),
-            None => super::store::cwd_dir(sessions_root, cwd),
+            None => super::store::cwd_dir(sessions_root, cwd, self.home.as_deref()),
         }
     }
 }
@@ -120,25 +121,6 @@ pub fn resolve_cwd(raw: &Path) -> Result<PathBuf, CwdError> {
         return Err(CwdError::NotDir(raw.to_path_buf()));
     }
     Ok(cwd)
-}
-
-impl SessionLoop {
-    /// Makes `cwd` (already resolved) the session's project: tools and shell commands work there,
-    /// new session files go to its folder, and its context, rules and hooks replace the old
-    /// project's. Nothing changes when it is the current folder.
-    pub(super) fn enter_project(&mut self, cwd: PathBuf) {
-        if cwd == self.state.cwd {
-            return;
-        }
-        let options = &self.state.project;
-        self.state.session_dir = options.session_dir(&self.state.sessions_root, &cwd);
-        let loaded = options.load(&cwd, &self.state.tools.specs());
-        self.state.system_prompt = loaded.system_prompt;
-        self.state.rules = Arc::new(loaded.rules);
-        self.state.cwd = cwd;
-        self.reload_hooks();
-        self.registry.set_cwd(&self.state.cwd);
-    }
 }
 
 impl SessionLoop {

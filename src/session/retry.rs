@@ -12,13 +12,14 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
 }
 
-impl Default for RetryPolicy {
-    fn default() -> RetryPolicy {
+impl RetryPolicy {
+    /// The policy every session starts with; `base_delay` is `Settings::retry_base`
+    /// (`GJC_RETRY_BASE_MS` shortens the back-off for host test suites).
+    pub fn new(base_delay: Duration) -> RetryPolicy {
         RetryPolicy {
             enabled: true,
             max_attempts: 3,
-            // GJC_RETRY_BASE_MS shortens the back-off for host test suites.
-            base_delay: crate::settings::get().retry_base,
+            base_delay,
             max_delay: Duration::from_secs(60),
         }
     }

@@ -45,6 +45,8 @@ pub struct Session {
     /// The project is trusted to run programs (`crate::trust`): its hooks are loaded. Set each
     /// time the hooks are loaded.
     pub project_trusted: bool,
+    /// The process's settings, as the blueprint passed them down.
+    pub settings: Arc<crate::settings::Settings>,
 }
 
 impl Session {

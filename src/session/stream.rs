@@ -201,6 +201,7 @@ impl SessionLoop {
     }
 
     pub fn on_timer(&mut self) {
+        let stall = stall_timeout(&self.state.settings);
         let Some(run) = &mut self.run else { return };
         match run.phase() {
             Phase::RetryWait { until, .. } if Instant::now() >= *until => self.request_model(),
@@ -210,13 +211,13 @@ impl SessionLoop {
                 handle,
                 partial,
                 ..
-            } if last_event.elapsed() >= stall_timeout() => {
+            } if last_event.elapsed() >= stall => {
                 handle.abort();
                 let mut failed = partial.clone();
                 failed.stop_reason = StopReason::Error;
                 failed.error_message = Some(format!(
                     "stream stalled: no data for {} s",
-                    stall_timeout().as_secs_f64()
+                    stall.as_secs_f64()
                 ));
                 strip_partial_json(&mut failed);
                 self.on_failure(ProviderFailure {

@@ -80,6 +80,7 @@ impl SessionLoop {
                 schemes: self.state.schemes.clone(),
                 policy: self.tool_policy,
                 sandbox: self.sandbox_commands(),
+                settings: self.state.settings.clone(),
             };
             let tool = crate::hooks::tool::HookedTool::wrap(tool, self.hooks.clone());
             let direct = tools::start_direct(

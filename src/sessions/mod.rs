@@ -14,6 +14,8 @@ pub mod blueprint;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
@@ -23,6 +25,7 @@ use crate::host::HostHandle;
 use crate::lanes::{CommandFrame, ControlFrame, COMMAND_QUEUE, CONTROL_QUEUE};
 use crate::output::OutTx;
 use crate::protocol::host_reply::HostReply;
+use crate::session::swap::{Handover, Parts, Successor};
 use crate::session::{Channels, SessionLoop};
 pub use blueprint::Blueprint;
 
@@ -85,12 +88,17 @@ pub struct Started {
 }
 
 pub struct SessionHost {
-    blueprint: Blueprint,
+    /// Shared with the session threads, which start a session's successor from it.
+    blueprint: Arc<Blueprint>,
     bash: BashHandle,
     host: HostHandle,
     out: OutTx,
     /// The last session number given (0 is the process's own frames).
     next: u64,
+    /// The last actor number given: a session's first actor has the session's number, each
+    /// successor a new one above every session's, so that ending an actor's commands and
+    /// callbacks (tagged with it) never touches its successor's.
+    actors: Arc<AtomicU64>,
     ended: Sender<u64>,
     threads: HashMap<u64, JoinHandle<()>>,
 }
@@ -106,11 +114,12 @@ impl SessionHost {
     ) -> (SessionHost, Receiver<u64>) {
         let (ended, ends) = unbounded();
         let host = SessionHost {
-            blueprint,
+            blueprint: Arc::new(blueprint),
             bash,
             host,
             out,
             next: 0,
+            actors: Arc::new(AtomicU64::new(ACTORS_FROM)),
             ended,
             threads: HashMap::new(),
         };
@@ -164,18 +173,26 @@ impl SessionHost {
             state,
             channels,
             self.bash.for_session(number),
-            self.host.for_session(number, out),
+            self.host.for_session(number, out.clone()),
             self.blueprint.compact_updates,
             self.blueprint.registry(&cwd),
             self.blueprint.sandbox(cwd.clone()),
         );
         let ended = self.ended.clone();
+        let succession = Succession {
+            blueprint: self.blueprint.clone(),
+            bash: self.bash.clone(),
+            host: self.host.clone(),
+            out,
+            actors: self.actors.clone(),
+        };
         let thread = std::thread::Builder::new()
             .name("gjc-session".into())
             .spawn(move || {
                 log::debug!("session {number} started");
-                crate::exec::test_panic_point();
-                session.run();
+                let panic_here = succession.blueprint.settings.test_panic.clone();
+                crate::exec::test_panic_point(panic_here.as_deref());
+                succession.serve(session);
                 log::debug!("session {number} stopped");
                 let _ = ended.send(number);
             })
@@ -195,7 +212,7 @@ impl SessionHost {
         })
     }
 
-    /// Joins the actor of session `number`, which has reported its end.
+    /// Joins the thread of session `number`, which has reported its end.
     pub fn reap(&mut self, number: u64) {
         if let Some(thread) = self.threads.remove(&number) {
             if thread.join().is_err() {
@@ -229,6 +246,55 @@ impl std::error::Error for StartError {
             StartError::Tools(e) => Some(e),
             StartError::Thread(e) => Some(e),
         }
+    }
+}
+
+/// Successors' actor numbers start here, far above any session's number.
+const ACTORS_FROM: u64 = 1 << 40;
+
+/// What a session's thread needs to start the successors of its actor (`session::swap`).
+struct Succession {
+    blueprint: Arc<Blueprint>,
+    bash: BashHandle,
+    host: HostHandle,
+    /// The session's output lane, tagged with its number: the front end sees one session.
+    out: OutTx,
+    actors: Arc<AtomicU64>,
+}
+
+impl Succession {
+    /// Runs `session`, then each successor it hands over to, until one returns for good.
+    fn serve(&self, session: SessionLoop) {
+        let mut handover = session.run();
+        while let Some(next) = handover {
+            handover = match self.successor(next) {
+                Some((session, successor)) => session.run_after(successor),
+                None => None,
+            };
+        }
+    }
+
+    /// The successor's actor, made from the blueprint. `None` (the session ends, as at a
+    /// shutdown) only when its tool set cannot be built, which start-up already checked.
+    fn successor(&self, mut next: Handover) -> Option<(SessionLoop, Successor)> {
+        let actor = self.actors.fetch_add(1, Ordering::Relaxed) + 1;
+        let (id, cwd) = (next.successor.id.clone(), next.successor.cwd.clone());
+        let opened = self.blueprint.open(id, cwd, next.take_opening());
+        let state = match opened {
+            Ok(state) => state,
+            Err(e) => {
+                log::error!("cannot start the next session: {e}");
+                return None;
+            }
+        };
+        let parts = Parts {
+            bash: self.bash.for_session(actor),
+            host: self.host.for_session(actor, self.out.clone()),
+            sandbox: self.blueprint.sandbox(state.cwd.clone()),
+            state,
+        };
+        log::debug!("actor {actor} succeeds");
+        Some(SessionLoop::succeed(next, parts))
     }
 }
 

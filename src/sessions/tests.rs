@@ -26,6 +26,7 @@ fn blueprint(agent_dir: &std::path::Path) -> Blueprint {
         compact_updates: true,
         policy: Default::default(),
         transport: "stdio",
+        settings: Default::default(),
     }
 }
 
@@ -66,7 +67,7 @@ fn sessions_start_route_and_close_independently() {
     let agent = tempfile::tempdir().unwrap();
     let cwd = std::fs::canonicalize(agent.path()).unwrap();
     let (out, frames, _drained) = crate::output::lane();
-    let (bash, bash_thread) = crate::exec::spawn(std::env::temp_dir(), false).unwrap();
+    let (bash, bash_thread) = crate::exec::spawn(std::env::temp_dir(), false, None).unwrap();
     let (broker, broker_thread) = crate::host::spawn(out.clone()).unwrap();
     let (mut host, ended) =
         SessionHost::new(blueprint(agent.path()), bash.clone(), broker.clone(), out);

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::confine;
 use super::files::{self, OpenError};
-use super::paths::{self, resolve};
+use super::paths;
 use super::read::io_reason;
 use super::{str_arg, Tool, ToolContext};
 use crate::fs::beneath;
@@ -66,7 +66,7 @@ impl Tool for Edit {
             )),
             Ok(None) => {}
         }
-        let path = resolve(&ctx.cwd, raw);
+        let path = ctx.resolve(raw);
         let (original, dest) = match source(&path, raw, ctx) {
             Ok(found) => found,
             Err(e) => return ToolOutput::error(e),

@@ -45,6 +45,8 @@ use crate::provider::ToolSpec;
 /// What a tool may use while it runs.
 pub struct ToolContext {
     pub cwd: PathBuf,
+    /// `Settings::home`: what `~` in a path means.
+    pub home: Option<PathBuf>,
     pub call_id: String,
     pub cancel: Arc<AtomicBool>,
     pub bash: BashHandle,
@@ -69,6 +71,8 @@ pub struct Services {
     pub schemes: Arc<Vec<UriScheme>>,
     pub policy: guard::ToolPolicy,
     pub sandbox: crate::sandbox::Commands,
+    /// The process's settings (`~` in paths, the test panic point of the tool thread).
+    pub settings: Arc<crate::settings::Settings>,
 }
 
 impl ToolContext {
@@ -76,6 +80,7 @@ impl ToolContext {
     pub fn new(cwd: PathBuf, call_id: String, bash: BashHandle) -> ToolContext {
         ToolContext {
             cwd,
+            home: None,
             call_id,
             cancel: Arc::new(AtomicBool::new(false)),
             bash,
@@ -118,7 +123,12 @@ impl ToolContext {
                 scheme.scheme
             ));
         }
-        Ok(paths::resolve(&self.cwd, path))
+        Ok(self.resolve(path))
+    }
+
+    /// Where `path` (as the model gave it) is on disk.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        paths::resolve(&self.cwd, self.home.as_deref(), path)
     }
 
     pub fn is_cancelled(&self) -> bool {
@@ -203,6 +213,9 @@ struct Entry {
     /// Compiled on first use: a compiled schema costs memory, and most sessions call few tools.
     validator: std::sync::OnceLock<Option<jsonschema::Validator>>,
 }
+
+/// The host's tools (`set_host_tools`) as one registry hands them to another, schemas compiled.
+pub struct HostTools(Vec<Entry>);
 
 /// The active tools, by name, with their compiled schemas: the built-in set chosen at startup,
 /// then the host's tools (`set_host_tools` replaces those).
@@ -291,6 +304,18 @@ impl ToolRegistry {
             .collect();
     }
 
+    /// Takes the host tools out (a session's successor keeps what the host set).
+    pub fn take_host_tools(&mut self) -> HostTools {
+        self.specs = std::sync::OnceLock::new();
+        HostTools(std::mem::take(&mut self.host))
+    }
+
+    /// Puts host tools taken from another registry in place of this one's.
+    pub fn keep_host_tools(&mut self, tools: HostTools) {
+        self.specs = std::sync::OnceLock::new();
+        self.host = tools.0;
+    }
+
     /// The active tools as the model is told of them; shared, not rebuilt, until the set changes.
     pub fn specs(&self) -> Arc<[ToolSpec]> {
         self.specs
@@ -370,7 +395,7 @@ pub(crate) mod tests {
         static BASH: OnceLock<BashHandle> = OnceLock::new();
         BASH.get_or_init(|| {
             let dir = std::env::temp_dir().join(format!("gjc-unit-{}", std::process::id()));
-            let (handle, _thread) = crate::exec::spawn(dir, false).expect("bash thread");
+            let (handle, _thread) = crate::exec::spawn(dir, false, None).expect("bash thread");
             handle
         })
         .clone()
@@ -380,6 +405,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext {
             cwd: dir.path().to_path_buf(),
+            home: None,
             call_id: crate::ids::short_id(),
             cancel: Arc::new(AtomicBool::new(false)),
             bash: bash(),

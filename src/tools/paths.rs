@@ -3,8 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-pub fn resolve(cwd: &Path, path: &str) -> PathBuf {
+/// `path` as a local path: `~` is `home` (`Settings::home`, `/` when unset), a relative path
+/// is under `cwd`.
+pub fn resolve(cwd: &Path, home: Option<&Path>, path: &str) -> PathBuf {
     let path = path.strip_prefix('@').unwrap_or(path);
+    let home = || home.map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
     if path == "~" {
         return home();
     }
@@ -29,10 +32,6 @@ pub fn url_scheme(path: &str) -> Option<&str> {
     let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
         && chars.all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c));
     valid.then_some(scheme)
-}
-
-fn home() -> PathBuf {
-    (crate::settings::get().home.clone()).unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// A path for display: relative to `base` when inside it.
@@ -74,9 +73,22 @@ mod tests {
     #[test]
     fn resolves_relative_home_and_at() {
         let cwd = Path::new("/work/x");
-        assert_eq!(resolve(cwd, "a/b"), PathBuf::from("/work/x/a/b"));
-        assert_eq!(resolve(cwd, "@a"), PathBuf::from("/work/x/a"));
-        assert_eq!(resolve(cwd, "/etc"), PathBuf::from("/etc"));
+        assert_eq!(resolve(cwd, None, "a/b"), PathBuf::from("/work/x/a/b"));
+        assert_eq!(resolve(cwd, None, "@a"), PathBuf::from("/work/x/a"));
+        assert_eq!(resolve(cwd, None, "/etc"), PathBuf::from("/etc"));
+    }
+
+    /// `~` is the home the settings give, not the test process's `HOME`.
+    #[test]
+    fn tilde_is_the_settings_home() {
+        let settings = crate::settings::Settings::from_vars(|name| {
+            (name == "HOME").then(|| "/home/someone".to_string())
+        });
+        let cwd = Path::new("/work/x");
+        let home = settings.home.as_deref();
+        assert_eq!(resolve(cwd, home, "~"), PathBuf::from("/home/someone"));
+        assert_eq!(resolve(cwd, home, "~/a"), PathBuf::from("/home/someone/a"));
+        assert_eq!(resolve(cwd, None, "~/a"), PathBuf::from("/a"));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::io::Read as _;
 use serde_json::{json, Value};
 
 use super::files::{self, Lines, OpenError, Stop};
-use super::paths::{self, resolve};
+use super::paths;
 use super::{str_arg, uint_arg, Tool, ToolContext};
 use crate::protocol::message::{Content, ToolOutput};
 
@@ -57,7 +57,7 @@ impl Tool for Read {
             Ok(Some(_)) => return read_host(raw, ctx),
             Ok(None) => {}
         }
-        let path = resolve(&ctx.cwd, raw);
+        let path = ctx.resolve(raw);
         let window = || Window {
             offset: uint_arg(args, "offset").unwrap_or(1).max(1) as usize,
             limit: uint_arg(args, "limit").map(|l| l as usize),

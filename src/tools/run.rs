@@ -89,12 +89,13 @@ pub fn spawn(
     tx: Sender<ToolMsg>,
 ) -> ToolHandle {
     let cancel = Arc::new(AtomicBool::new(false));
+    let panic_here = services.settings.test_panic.clone();
     let ctx = context(services, &call_id, cancel.clone(), generation, &tx);
     log::debug!("tool {} call {call_id} starts", tool.name());
     let worker = TOOL_THREADS.run(move || {
         let started = std::time::Instant::now();
         let mut outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            crate::exec::test_panic_point();
+            crate::exec::test_panic_point(panic_here.as_deref());
             match guard::refusal(tool.name(), &args, &ctx) {
                 Some(refused) => refused.into(),
                 None => tool.run(&args, &ctx),
@@ -142,6 +143,7 @@ fn context(
     let (gate_tx, gate_id) = (tx.clone(), call_id.to_string());
     ToolContext {
         cwd: services.cwd,
+        home: services.settings.home.clone(),
         call_id: call_id.to_string(),
         cancel,
         bash: services.bash,
@@ -353,6 +355,7 @@ mod tests {
             schemes: Arc::default(),
             policy,
             sandbox: Default::default(),
+            settings: Default::default(),
         };
         (services, (frames, wake))
     }

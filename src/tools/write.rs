@@ -7,7 +7,6 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::files;
-use super::paths::resolve;
 use super::read::io_reason;
 use super::{str_arg, Tool, ToolContext};
 use crate::host::uri::UriScheme;
@@ -43,14 +42,14 @@ impl Tool for Write {
             Err(e) => ToolOutput::error(e),
             Ok(Some(scheme)) => write_host(raw, content, scheme, ctx),
             Ok(None) if ctx.policy.host_writes => {
-                match ctx.delegated_write(&resolve(&ctx.cwd, raw), raw) {
+                match ctx.delegated_write(&ctx.resolve(raw), raw) {
                     Ok(url) => write_through_host(&url, raw, content, ctx),
                     Err(e) => ToolOutput::error(e),
                 }
             }
             Ok(None) => match &ctx.sandbox.write_roots {
-                Some(roots) => super::confine::write(roots, &resolve(&ctx.cwd, raw), raw, content),
-                None => write_local(&resolve(&ctx.cwd, raw), raw, content),
+                Some(roots) => super::confine::write(roots, &ctx.resolve(raw), raw, content),
+                None => write_local(&ctx.resolve(raw), raw, content),
             },
         }
     }

@@ -8,8 +8,9 @@ use crate::protocol::reply::TodoPhase;
 use crate::protocol::{FlatFrame, Show};
 
 /// How RPC shows what the session shows the user: fire-and-forget UI requests (`setStatus`,
-/// the todo list as the `gjc.todos` widget, `setTitle` when enabled, `set_editor_text`).
-pub fn render(show: &Show) -> Option<FlatFrame> {
+/// the todo list as the `gjc.todos` widget, `setTitle` when `titles` (`GJC_RPC_EMIT_TITLE`),
+/// `set_editor_text`).
+pub fn render(show: &Show, titles: bool) -> Option<FlatFrame> {
     Some(match show {
         Show::Status { key, text } => {
             let mut fields = Map::new();
@@ -23,7 +24,7 @@ pub fn render(show: &Show) -> Option<FlatFrame> {
             "setWidget",
             json!({"widgetKey": "gjc.todos", "widgetLines": todo_lines(phases)}),
         ),
-        Show::Title(title) if titles_enabled() => notice("setTitle", json!({ "title": title })),
+        Show::Title(title) if titles => notice("setTitle", json!({ "title": title })),
         Show::Title(_) => return None,
         Show::EditorText(text) => notice("set_editor_text", json!({ "text": text })),
     })
@@ -47,17 +48,12 @@ fn todo_lines(phases: &[TodoPhase]) -> Vec<String> {
         .collect()
 }
 
-/// Whether `setTitle` requests are emitted (`GJC_RPC_EMIT_TITLE` = 1, true, yes or on).
-pub fn titles_enabled() -> bool {
-    crate::settings::get().emit_title
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn frame(show: Show) -> Value {
-        let mut value = serde_json::to_value(render(&show).expect("a frame")).unwrap();
+        let mut value = serde_json::to_value(render(&show, false).expect("a frame")).unwrap();
         let id = value.as_object_mut().unwrap().remove("id");
         assert!(id.is_some_and(|id| id.is_string()));
         value

@@ -30,6 +30,8 @@ const DIRECT_DATA: usize = 64 * 1024;
 pub struct Writer<W: Write> {
     out: std::io::BufWriter<W>,
     session_id: String,
+    /// `Settings::emit_title`: whether `setTitle` requests are written.
+    titles: bool,
     seq: u64,
     buf: Vec<u8>,
     /// The assistant message being streamed, as the host has been told of it so far.
@@ -66,10 +68,11 @@ struct CompactPayload<'a> {
 }
 
 impl<W: Write> Writer<W> {
-    pub fn new(out: W, session_id: String) -> Writer<W> {
+    pub fn new(out: W, session_id: String, titles: bool) -> Writer<W> {
         Writer {
             out: std::io::BufWriter::with_capacity(64 * 1024, out),
             session_id,
+            titles,
             seq: 0,
             buf: Vec::with_capacity(4096),
             partial: None,
@@ -116,7 +119,7 @@ impl<W: Write> Writer<W> {
             }
             Outbound::Response(r) => serde_json::to_writer(&mut self.buf, r)?,
             Outbound::Frame(f) => serde_json::to_writer(&mut self.buf, f)?,
-            Outbound::Show(show) => match super::render::render(show) {
+            Outbound::Show(show) => match super::render::render(show, self.titles) {
                 Some(f) => serde_json::to_writer(&mut self.buf, &f)?,
                 None => return Ok(()),
             },
@@ -308,7 +311,7 @@ mod tests {
     fn written(frames: &[Outbound]) -> Vec<Value> {
         let mut out = Vec::new();
         {
-            let mut w = Writer::new(&mut out, "sess".into());
+            let mut w = Writer::new(&mut out, "sess".into(), false);
             for f in frames {
                 w.write(f).unwrap();
             }
@@ -358,7 +361,7 @@ mod tests {
         );
         let mut direct = Vec::new();
         {
-            let mut w = Writer::new(&mut direct, "s".into());
+            let mut w = Writer::new(&mut direct, "s".into(), false);
             w.write(&Outbound::Response(r.clone())).unwrap();
             w.out.flush().unwrap();
         }
@@ -376,7 +379,7 @@ mod tests {
         let r = Response::err(None, "parse", "a\u{2028}b\u{2029}c\u{20ac}\u{2028}");
         let mut out = Vec::new();
         {
-            let mut w = Writer::new(&mut out, "s".into());
+            let mut w = Writer::new(&mut out, "s".into(), false);
             w.write(&Outbound::Response(r)).unwrap();
             w.out.flush().unwrap();
         }

@@ -113,6 +113,7 @@ fn request(model: &Model, messages: &[AgentMessage], history: Option<History>) -
         thinking: "high",
         session_id: "s".into(),
         scripted: None,
+        limits: Default::default(),
     }
 }
 

@@ -20,8 +20,8 @@ use crate::protocol::AgentEvent;
 use crate::provider::{self, ProviderRequest};
 
 /// How long a stream may go without a single event before it counts as stalled.
-pub(super) fn stall_timeout() -> Duration {
-    crate::settings::get().stream_idle_timeout
+pub(super) fn stall_timeout(settings: &crate::settings::Settings) -> Duration {
+    settings.stream_idle_timeout
 }
 
 /// The status line shown while a retry waits; cleared when the retry ends either way.
@@ -36,7 +36,9 @@ impl SessionLoop {
 
     /// The next timer: a retry back-off, or the stall watchdog of a stream.
     pub fn deadline(&self) -> Option<Instant> {
-        self.run.as_ref()?.deadline(stall_timeout())
+        self.run
+            .as_ref()?
+            .deadline(stall_timeout(&self.state.settings))
     }
 
     /// Starts a run with the given prompt messages (the queue of steering messages follows them).
@@ -156,6 +158,7 @@ impl SessionLoop {
             thinking: self.state.thinking,
             session_id: self.state.id.clone(),
             scripted: self.state.scripted(),
+            limits: provider::Limits::of(&self.state.settings),
         };
         let stream = self.next_generation();
         let watch = self.state.rules.watch(&self.state.store.ttsr);

@@ -206,10 +206,9 @@ pub fn summary(path: &Path) -> Option<SessionSummary> {
 }
 
 /// The folder for sessions of `cwd` under `root` (`~/src/app` → `-src-app`, else `--srv-app--`).
-pub fn cwd_dir(root: &Path, cwd: &Path) -> PathBuf {
+pub fn cwd_dir(root: &Path, cwd: &Path, home: Option<&Path>) -> PathBuf {
     let encode = |s: &str| s.replace(['/', '\\', ':'], "-");
-    let home = crate::settings::get().home.as_ref();
-    let name = match home.as_ref().and_then(|h| cwd.strip_prefix(h).ok()) {
+    let name = match home.and_then(|h| cwd.strip_prefix(h).ok()) {
         Some(rel) if rel.as_os_str().is_empty() => "-".to_string(),
         Some(rel) => format!("-{}", encode(&rel.display().to_string())),
         None => format!(
@@ -358,7 +357,22 @@ mod tests {
     fn cwd_folder_names() {
         let root = Path::new("/r");
         assert_eq!(
-            cwd_dir(root, Path::new("/srv/app")),
+            cwd_dir(root, Path::new("/srv/app"), None),
+            PathBuf::from("/r/--srv-app--")
+        );
+        // Under the settings' home the name is relative to it; the test process's `HOME`
+        // plays no part.
+        let home = Some(Path::new("/home/u"));
+        assert_eq!(
+            cwd_dir(root, Path::new("/home/u/src/app"), home),
+            PathBuf::from("/r/-src-app")
+        );
+        assert_eq!(
+            cwd_dir(root, Path::new("/home/u"), home),
+            PathBuf::from("/r/-")
+        );
+        assert_eq!(
+            cwd_dir(root, Path::new("/srv/app"), home),
             PathBuf::from("/r/--srv-app--")
         );
     }
