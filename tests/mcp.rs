@@ -267,12 +267,19 @@ fn children(pid: u32) -> Vec<i32> {
     found
 }
 
-/// The processes of `pids` still alive after waiting up to `limit` for all to end.
+/// The processes of `pids` still alive after waiting up to `limit` for all to end; those are
+/// killed then, so that a failing test leaves no server behind.
 fn left_after(pids: &[i32], limit: Duration) -> Vec<i32> {
     let deadline = Instant::now() + limit;
     loop {
         let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
         if left.is_empty() || Instant::now() >= deadline {
+            for pid in &left {
+                // SAFETY: kill only sends a signal; these are the test's own servers.
+                unsafe {
+                    libc::kill(*pid, libc::SIGKILL);
+                }
+            }
             return left;
         }
         std::thread::sleep(Duration::from_millis(20));
