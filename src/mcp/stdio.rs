@@ -81,10 +81,17 @@ pub fn spawn(
         .stdout(Pipe::piped())
         .stderr(Pipe::piped())
         .process_group(0);
-    // SAFETY: prctl only sets an attribute of the child; nothing is allocated after fork.
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl, getppid and sched_setscheduler are plain syscalls; nothing is allocated
+    // after fork.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            // gjc died between the fork and the prctl: nothing would ever kill this server
+            // (the shell's child in exec/ checks the same).
+            if libc::getppid() != parent {
+                libc::_exit(127);
+            }
             crate::sched::restore_in_child();
             Ok(())
         });

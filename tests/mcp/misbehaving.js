@@ -1,17 +1,20 @@
 // A small MCP server over stdio (legacy handshake) that misbehaves on request, for the tests in
 // tests/mcp.rs. Modes from argv: "die-at-start" exits at once with a reason on stderr.
-// "slow-start" answers nothing for its first 10 s.
-// Tools: ok, pid, crash, hang, garbage, flood (stderr), big (a result over gjc's message cap).
+// "slow-start" answers nothing for its first 10 s ("slow-start:MS" for its first MS ms).
+// "stay" does not exit when its stdin ends (only a signal ends it).
+// Tools: ok, pid, crash, hang, garbage, flood (stderr), large (1 MB of text, under gjc's message
+// cap), big (a 50 MB result, over it).
 "use strict";
-const mode = process.argv[2] || "";
-const awakeAt = Date.now() + (mode === "slow-start" ? 10000 : 0);
+const [mode, arg] = (process.argv[2] || "").split(":");
+const awakeAt = Date.now() + (mode === "slow-start" ? Number(arg || 10000) : 0);
+if (mode === "stay") setInterval(() => {}, 1 << 30);
 if (mode === "die-at-start") {
   process.stderr.write("fatal: missing API key for the test server\n");
   process.exit(2);
 }
 const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
 const text = (id, t) => send({ jsonrpc: "2.0", id, result: { content: [{ type: "text", text: t }] } });
-const tools = ["ok", "pid", "crash", "hang", "garbage", "flood", "big"].map((name) => ({
+const tools = ["ok", "pid", "crash", "hang", "garbage", "flood", "large", "big"].map((name) => ({
   name,
   description: "misbehaves: " + name,
   inputSchema: { type: "object", properties: {} },
@@ -26,7 +29,7 @@ process.stdin.on("data", (chunk) => {
     if (line.trim()) handle(JSON.parse(line));
   }
 });
-process.stdin.on("end", () => process.exit(0));
+process.stdin.on("end", () => mode === "stay" || process.exit(0));
 function handle(m) {
   if (Date.now() < awakeAt) return setTimeout(() => handle(m), awakeAt - Date.now());
   if (m.id === undefined) return;
@@ -58,7 +61,9 @@ function call(id, name) {
     case "flood":
       process.stderr.write("x".repeat(4 << 20) + "\n");
       return text(id, "after flood");
+    case "large":
+      return text(id, "z".repeat(1 << 20));
     case "big":
-      return text(id, "y".repeat(20 << 20));
+      return text(id, "y".repeat(50 << 20));
   }
 }
