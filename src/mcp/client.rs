@@ -228,7 +228,9 @@ impl Client {
             if now >= deadline {
                 return Err(Failure::TimedOut);
             }
-            match rx.recv_timeout(TICK.min(deadline - now)) {
+            // Parks at once: the reply comes from another process, never within the
+            // microseconds crossbeam's spinning (and yielding the core) waits for.
+            match crate::park::recv_timeout(rx, TICK.min(deadline - now)) {
                 Ok(reply) => {
                     // Progress that came just before the reply is reported before it.
                     drain(&mut deadline);

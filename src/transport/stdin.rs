@@ -259,7 +259,7 @@ mod tests {
         }
     }
 
-    /// Runs the reader over `input` on its own thread with the lanes sized as in `app.rs`; the
+    /// Runs the reader over `input` on its own thread with the lanes sized as in `app/mod.rs`; the
     /// test plays the session and takes from the lanes only when it wants to.
     fn read_all(input: Vec<u8>) -> Lanes {
         let (control_tx, control) = bounded(CONTROL_QUEUE);

@@ -23,6 +23,13 @@ use crate::tools::{ToolRegistry, DEFAULT_TOOLS};
 use crate::transport::{stdin, stdout};
 use crate::{exec, host};
 
+mod process;
+
+pub use process::Parent;
+use process::{
+    arm_parent_death, install_signal_handlers, raise_open_file_limit, watch_parent, watch_signals,
+};
+
 /// The exit status after a role thread panicked (what Rust uses for a panicking `main`).
 const CRASH_EXIT: i32 = 101;
 
@@ -32,26 +39,6 @@ const CRASH_CLEANUP: Duration = Duration::from_secs(3);
 /// Threads whose panic is caught where they run and reported as a failed call or command (a
 /// tool call, a session-loading range).
 const WORKERS: &[&str] = &["gjc-tool", "gjc-load"];
-
-/// The kernel's parent-death signal. Not SIGTERM: the kernel sends it when the *thread* that
-/// spawned gjc exits, which a host running a thread pool does all the time, so its arrival only
-/// means "look at the parent process", while a SIGTERM always means stop.
-const PARENT_DEATH_SIGNAL: libc::c_int = libc::SIGUSR2;
-
-/// The process that started gjc, as seen at the top of `main`.
-#[derive(Clone, Copy, Debug)]
-pub struct Parent(libc::pid_t);
-
-impl Parent {
-    pub fn current() -> Parent {
-        // SAFETY: getppid has no preconditions.
-        Parent(unsafe { libc::getppid() })
-    }
-
-    fn is_gone(self) -> bool {
-        Parent::current().0 != self.0
-    }
-}
 
 /// Runs the front end chosen by `--mode` until stdin closes, a signal arrives or `parent` dies.
 /// Returns the exit code.
@@ -232,7 +219,7 @@ impl Threads {
         let (host, host_thread) = host::spawn(out_tx.clone())
             .map_err(|e| format!("cannot start the host thread: {e}"))?;
 
-        // 3. The sessions, the writer, then the reader. Shutdown requests (signals, parent
+        // 3. The writer, the sessions, then the reader. Shutdown requests (signals, parent
         // death, a closed stdout) go to `control`: RPC's one session's control lane, or ACP's
         // front end, which ends every session.
         let models = startup.models();
@@ -267,17 +254,15 @@ impl Threads {
                 sandbox,
             };
             let front = crate::acp::start(connections, settings.max_line_bytes);
-            writer = spawn_writer(&settings, "gjc-acp", front, control.clone(), writer_done_tx);
+            let (control_now, control_known) = bounded(1);
+            let _ = control_now.send(control.clone());
+            writer = spawn_writer(&settings, "gjc-acp", front, control_known, writer_done_tx);
         } else {
-            let started = sessions
-                .start(Some(startup.session_id.clone()), startup.cwd)
-                .map_err(|e| e.to_string())?;
-            let (commands, control_lane) = started.live.into_lanes();
-            control = control_lane;
-            if parent.is_gone() {
-                let _ = control.send(ControlFrame::Shutdown("parent process exited"));
-            }
-            let session_id = startup.session_id;
+            // The writer starts before the session, which starts its MCP servers at once: `ready`
+            // then goes out while they are being forked instead of after. The lane a closed stdout
+            // stops is the session's, known once it has started.
+            let (control_later, control_known) = bounded::<Sender<ControlFrame>>(1);
+            let session_id = startup.session_id.clone();
             let titles = settings.emit_title;
             writer = spawn_writer(
                 &settings,
@@ -286,9 +271,18 @@ impl Threads {
                     stdout::widen_pipe();
                     stdout::Writer::new(std::io::stdout().lock(), session_id, titles).run(out_rx)
                 },
-                control.clone(),
+                control_known,
                 writer_done_tx,
             );
+            let started = sessions
+                .start(Some(startup.session_id), startup.cwd)
+                .map_err(|e| e.to_string())?;
+            let (commands, control_lane) = started.live.into_lanes();
+            control = control_lane;
+            let _ = control_later.send(control.clone());
+            if parent.is_gone() {
+                let _ = control.send(ControlFrame::Shutdown("parent process exited"));
+            }
             let routes = stdin::StdinRoutes {
                 control: control.clone(),
                 commands,
@@ -413,28 +407,6 @@ fn finish(
     }
 }
 
-/// Raises the soft limit on open descriptors to the hard one, as servers do: many live ACP
-/// sessions each open files on use (session file, gate store, registry, trust store), and the
-/// usual soft limit of 1,024 is far below what the system allows.
-fn raise_open_file_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= limit.rlim_max
-        {
-            return;
-        }
-        let soft = limit.rlim_cur;
-        limit.rlim_cur = limit.rlim_max;
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-            log::debug!("the open-file limit stays at {soft}");
-        }
-    }
-}
-
 /// How long the writer may take to hand its last frames to the host at shutdown.
 const WRITER_GRACE: Duration = Duration::from_millis(500);
 
@@ -454,18 +426,21 @@ fn spawn(settings: &Settings, name: &str, f: impl FnOnce() + Send + 'static) -> 
 }
 
 /// The thread that owns stdout (the RPC writer or the ACP front end). A write error means the
-/// host stopped reading: shut down as at stdin EOF.
+/// host stopped reading: shut down as at stdin EOF, through the lane `control` brings (it may
+/// start before that lane exists).
 fn spawn_writer(
     settings: &Settings,
     name: &str,
     body: impl FnOnce() -> std::io::Result<()> + Send + 'static,
-    control: Sender<ControlFrame>,
+    control: Receiver<Sender<ControlFrame>>,
     done: Sender<()>,
 ) -> std::thread::JoinHandle<()> {
     spawn(settings, name, move || {
         if let Err(e) = body() {
             log::info!("stdout closed: {e}");
-            let _ = control.send(ControlFrame::Shutdown("stdout closed"));
+            if let Ok(control) = control.recv() {
+                let _ = control.send(ControlFrame::Shutdown("stdout closed"));
+            }
         }
         let _ = done.send(());
     })
@@ -547,59 +522,4 @@ fn pick_model(catalog: &Catalog, args: &Args) -> Result<Option<Model>, String> {
             Ok(catalog.first_of(preferred).cloned())
         }
     }
-}
-
-/// SIGTERM, SIGINT and SIGHUP shut down as stdin EOF does; the parent-death signal does when the
-/// parent process is gone.
-fn install_signal_handlers() -> Option<signal_hook::iterator::Signals> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, PARENT_DEATH_SIGNAL])
-        .map_err(|e| log::warn!("cannot install signal handlers: {e}"))
-        .ok()
-}
-
-fn watch_signals(
-    settings: &Settings,
-    mut signals: signal_hook::iterator::Signals,
-    control: Sender<ControlFrame>,
-    parent: Parent,
-) {
-    spawn(settings, "gjc-signal", move || {
-        for signal in signals.forever() {
-            if signal != PARENT_DEATH_SIGNAL {
-                let _ = control.send(ControlFrame::Shutdown("signal"));
-                return;
-            }
-            // The spawning thread ended; only the parent process's end is ours to follow.
-            if parent.is_gone() {
-                let _ = control.send(ControlFrame::Shutdown("parent process exited"));
-                return;
-            }
-        }
-    });
-}
-
-/// The kernel's parent-death signal on Linux. Armed before the first check of the parent, so a
-/// parent that died at any moment since `main` began is caught by one or the other. It fires
-/// whenever the thread that spawned gjc exits (the setting is per thread); `watch_signals` then
-/// compares the parent pid, which changes only when the whole parent process is gone.
-fn arm_parent_death() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl with PR_SET_PDEATHSIG only sets a process attribute.
-    unsafe {
-        // The kernel reads the signal as an unsigned long: pass one, not a variadic int.
-        libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL as libc::c_ulong);
-    }
-}
-
-/// A poll of the parent pid, for when the signal handlers could not be installed (the
-/// parent-death signal then has no one to tell).
-fn watch_parent(settings: &Settings, control: Sender<ControlFrame>, parent: Parent) {
-    spawn(settings, "gjc-parent", move || loop {
-        std::thread::sleep(Duration::from_millis(500));
-        if parent.is_gone() {
-            let _ = control.send(ControlFrame::Shutdown("parent process exited"));
-            return;
-        }
-    });
 }
