@@ -89,7 +89,7 @@ pub fn run(input: impl Read, routes: StdinRoutes, max_line: usize) {
                 let _ = control.send(ControlFrame::Command { id, command });
             }
             Inbound::Command { id, command } => {
-                lookahead.push(CommandFrame::Command { id, command }, weight)
+                lookahead.push(CommandFrame::command(id, command), weight)
             }
             Inbound::HostReply(reply @ (HostReply::ToolUpdate(_) | HostReply::ToolResult(_))) => {
                 let _ = host_tools.send(reply);
@@ -97,7 +97,9 @@ pub fn run(input: impl Read, routes: StdinRoutes, max_line: usize) {
             Inbound::HostReply(reply) => {
                 let _ = host.send(HostRequest::Reply(reply));
             }
-            Inbound::Invalid(response) => lookahead.push(CommandFrame::Invalid(response), weight),
+            Inbound::Invalid(response) => {
+                lookahead.push(CommandFrame::Invalid(Box::new(response)), weight)
+            }
         }
     }
     drop(lookahead);
@@ -294,7 +296,7 @@ mod tests {
 
     fn id_of(frame: CommandFrame) -> String {
         match frame {
-            CommandFrame::Command { id, .. } => id.unwrap().as_str().unwrap().to_string(),
+            CommandFrame::Command(queued) => queued.id.unwrap().as_str().unwrap().to_string(),
             CommandFrame::Invalid(r) => panic!("unexpected invalid frame {r:?}"),
             CommandFrame::Policy(p) => panic!("unexpected policy frame {p:?}"),
         }
