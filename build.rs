@@ -2,7 +2,7 @@
 //! linker can do it (docs/architecture.md, "Start-up cost"):
 //!
 //! - Start-up code side by side. The kernel maps a binary's code in 64 KB windows around each
-//!   page touched, so the ~1,000 functions that run from `exec` to an answered `get_state`,
+//!   page touched, so the ~700 functions of gjc that run from `exec` to an answered `get_state`,
 //!   scattered over 10 MB of `.text`, would keep most of it resident at idle and fault it in one
 //!   window at a time. The linker script `.cargo/startup-order.ld` places them first; it names
 //!   them by patterns that survive the hash changes of ordinary edits, and patterns that match

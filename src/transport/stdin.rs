@@ -11,8 +11,9 @@
 //! leaves the host's writes blocked (backpressure). The `gjc-stdin-queue` thread moves frames from
 //! the lookahead into the lane as the session makes room; it cannot be the reader, whose read may
 //! block while frames wait. It starts the first time the lane is full: until then the reader puts
-//! frames in the lane itself, so an idle process has no such thread. At EOF the reader sends `ControlFrame::InputClosed` and drops its
-//! senders; the lane disconnects once its last command is forwarded.
+//! frames in the lane itself, so an idle process has no such thread. At EOF the reader sends
+//! `ControlFrame::InputClosed` and drops its senders; the lane disconnects once its last command
+//! is forwarded.
 
 use std::io::Read;
 
