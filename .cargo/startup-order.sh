@@ -41,9 +41,11 @@ record() {
         grep -vE '^(0x|\(below main\))' >>"$names"
 }
 
+# The binary cargo builds (CARGO_TARGET_DIR, when set, moves it).
+gjc="${CARGO_TARGET_DIR:-target}/release/gjc"
 cargo build --release --locked --bin gjc
-record target/release/gjc --mode rpc
-record target/release/gjc --mode rpc --no-session
+record "$gjc" --mode rpc
+record "$gjc" --mode rpc --no-session
 
 # One pattern per function that ran, for the sections LLVM names after it (`.text.unlikely.`
 # for cold functions). A ThinLTO suffix and v0 crate disambiguators become `*`; the legacy hash
@@ -56,7 +58,7 @@ patterns() {
     local defined counts
     defined=$(mktemp)
     counts=$(mktemp)
-    nm --defined-only target/release/gjc | awk '$2 ~ /^[tTwW]$/ { print $3 }' | sort -u >"$defined"
+    nm --defined-only "$gjc" | awk '$2 ~ /^[tTwW]$/ { print $3 }' | sort -u >"$defined"
     normalize <"$defined" | sed -E 's/17h[0-9a-f]{16}E$/17h*E/' | sort | uniq -c |
         awk '{ print $2, $1 }' >"$counts"
     sort -u "$names" | comm -12 - "$defined" | normalize | sort -u |
