@@ -5,7 +5,7 @@
 #   musl   target/x86_64-unknown-linux-musl/release/gjc: static, non-PIE, needs nothing from
 #          the system (not even libc), for minimal containers (FROM scratch, distroless, Alpine).
 #   glibc  target/x86_64-unknown-linux-gnu/release/gjc: static glibc, non-PIE, with the functions
-#          that run at start-up placed side by side (.cargo/startup-order.txt, made by
+#          that run at start-up placed side by side (.cargo/startup-order.ld, made by
 #          .cargo/startup-order.sh). The kernel maps code in 64 KB windows around each page
 #          touched, so grouping start-up code keeps the idle resident set small. Static glibc
 #          still loads NSS modules for some name lookups (getaddrinfo with /etc/nsswitch.conf
@@ -72,17 +72,16 @@ build_musl() {
 
 build_glibc() {
     local target=x86_64-unknown-linux-gnu
-    # --symbol-ordering-file is an LLD option: use the LLD that ships with Rust through its
-    # compiler-driver shim, whatever the system linker is. Names missing from a build are
-    # ignored, so a stale list costs start-up speed, never correctness.
+    # Use the LLD that ships with Rust through its compiler-driver shim, whatever the system
+    # linker is, as the default build does. Patterns that match nothing are ignored, so a stale
+    # script costs start-up speed, never correctness.
     local gcc_ld
     gcc_ld="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/gcc-ld"
     local order=(
         -C "link-arg=-B$gcc_ld" -C link-arg=-fuse-ld=lld
-        -C "link-arg=-Wl,--symbol-ordering-file=$PWD/.cargo/startup-order.txt"
-        -C link-arg=-Wl,--no-warn-symbol-ordering
+        -C "link-arg=-Wl,-T,$PWD/.cargo/startup-order.ld"
     )
-    # Cargo does not track the list: relink whenever it may have changed.
+    # Cargo does not track the script: relink whenever it may have changed.
     touch src/main.rs
     CARGO_ENCODED_RUSTFLAGS=$(encoded "${STATIC[@]}" "${order[@]}") cargo build --release --locked --bin gjc --target "$target"
     check_static "target/$target/release/gjc"

@@ -333,6 +333,30 @@ fn a_panicking_tool_becomes_an_error_result() {
     assert_eq!(g.close_and_wait().and_then(|s| s.code()), Some(0));
 }
 
+/// An idle process runs only the threads that serve it from the start: the lookahead thread
+/// (`gjc-stdin-queue`) starts the first time the command lane is full, which an answered
+/// `get_state` does not make it.
+#[test]
+fn an_idle_process_runs_only_its_standing_threads() {
+    let mut g = gjc().spawn();
+    g.ok(json!({"type": "get_state"}));
+    let threads = crate::support::procfs::named_threads(g.client.pid());
+    assert_eq!(
+        threads,
+        [
+            "gjc",
+            "gjc-bash",
+            "gjc-host",
+            "gjc-session",
+            "gjc-signal",
+            "gjc-stdin",
+            "gjc-stdout"
+        ],
+        "threads of an idle process"
+    );
+    assert_eq!(g.close_and_wait().and_then(|s| s.code()), Some(0));
+}
+
 /// A running command costs gjc no thread: `gjc-bash` reads its output and learns of its exit
 /// itself, so while a command runs (after printing megabytes) gjc has exactly its idle threads.
 #[test]

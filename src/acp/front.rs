@@ -395,10 +395,7 @@ impl<W: Write> Front<W> {
         let Some(live) = &self.c.live else {
             return self.fail(then, Error::session_not_found(self.c.session.clone()));
         };
-        let frame = CommandFrame::Command {
-            id: Some(Value::String(id.clone())),
-            command,
-        };
+        let frame = CommandFrame::command(Some(Value::String(id.clone())), command);
         if live.command(frame) {
             self.waiting.insert(id, then);
         } else {

@@ -263,8 +263,8 @@ impl SessionLoop {
             let frame = self.ch.commands.recv();
             self.ch.taken.taken();
             match frame {
-                Ok(CommandFrame::Command { id, command }) => self.handle_command(id, command),
-                Ok(CommandFrame::Invalid(response)) => self.respond(response),
+                Ok(CommandFrame::Command(queued)) => self.handle_command(queued.id, queued.command),
+                Ok(CommandFrame::Invalid(response)) => self.respond(*response),
                 Ok(CommandFrame::Policy(policy)) => self.tool_policy = policy,
                 Err(_) => break,
             }
@@ -300,10 +300,10 @@ impl SessionLoop {
                     self.drain_commands();
                     break;
                 }
-                Event::Command(CommandFrame::Command { id, command }) => {
-                    self.handle_command(id, command)
+                Event::Command(CommandFrame::Command(queued)) => {
+                    self.handle_command(queued.id, queued.command)
                 }
-                Event::Command(CommandFrame::Invalid(response)) => self.respond(response),
+                Event::Command(CommandFrame::Invalid(response)) => self.respond(*response),
                 Event::Command(CommandFrame::Policy(policy)) => self.tool_policy = policy,
                 Event::CommandsClosed => {
                     log::info!("stdin closed; shutting down");

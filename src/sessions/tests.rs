@@ -32,10 +32,7 @@ fn blueprint(agent_dir: &std::path::Path) -> Blueprint {
 
 fn get_state(live: &Live, id: &str) {
     let command = Command::decode("get_state", json!({})).unwrap().unwrap();
-    let frame = CommandFrame::Command {
-        id: Some(Value::String(id.into())),
-        command,
-    };
+    let frame = CommandFrame::command(Some(Value::String(id.into())), command);
     assert!(live.command(frame));
 }
 

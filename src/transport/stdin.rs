@@ -10,14 +10,16 @@
 //! is still noticed; only when the lookahead is full too does the reader stop reading, which
 //! leaves the host's writes blocked (backpressure). The `gjc-stdin-queue` thread moves frames from
 //! the lookahead into the lane as the session makes room; it cannot be the reader, whose read may
-//! block while frames wait. At EOF the reader sends `ControlFrame::InputClosed` and drops its
-//! senders; the lane disconnects once its last command is forwarded.
+//! block while frames wait. It starts the first time the lane is full: until then the reader puts
+//! frames in the lane itself, so an idle process has no such thread. At EOF the reader sends
+//! `ControlFrame::InputClosed` and drops its senders; the lane disconnects once its last command
+//! is forwarded.
 
-use std::collections::VecDeque;
 use std::io::Read;
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use crossbeam_channel::Sender;
 
+use super::lookahead::Lookahead;
 use crate::host::HostRequest;
 use crate::lanes::{CommandFrame, ControlFrame};
 use crate::lines::{read_line, LineRead};
@@ -27,10 +29,10 @@ use crate::room::Room;
 
 pub use crate::lanes::{COMMAND_QUEUE, CONTROL_QUEUE};
 /// Bytes (of the lines they came from) the command lane holds; one frame is let in regardless.
-const COMMAND_QUEUE_BYTES: usize = 32 * 1024 * 1024;
+pub(super) const COMMAND_QUEUE_BYTES: usize = 32 * 1024 * 1024;
 /// Lines read ahead while the lane is full, and their bytes; one line is let in regardless.
-const LOOKAHEAD_LINES: usize = 64;
-const LOOKAHEAD_BYTES: usize = 4 * 1024 * 1024;
+pub(super) const LOOKAHEAD_LINES: usize = 64;
+pub(super) const LOOKAHEAD_BYTES: usize = 4 * 1024 * 1024;
 /// A line buffer grown past this by one long line is given back after it.
 const KEEP_LINE_CAPACITY: usize = 1024 * 1024;
 /// What the line buffer shrinks back to.
@@ -58,9 +60,7 @@ pub fn run(input: impl Read, routes: StdinRoutes, max_line: usize) {
         host,
         host_tools,
     } = routes;
-    let Some(mut lookahead) = Lookahead::start(commands, room) else {
-        return;
-    };
+    let mut lookahead = Lookahead::new(commands, room);
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::with_capacity(LINE_CAPACITY);
     loop {
@@ -84,20 +84,24 @@ pub fn run(input: impl Read, routes: StdinRoutes, max_line: usize) {
         // Send failures mean the receiving thread has gone (shutdown); nothing is left to do.
         let Some(inbound) = inbound else { continue };
         log_inbound(&inbound);
-        match inbound {
+        let frame = match inbound {
             Inbound::Command { id, command } if command.is_control() => {
                 let _ = control.send(ControlFrame::Command { id, command });
+                continue;
             }
-            Inbound::Command { id, command } => {
-                lookahead.push(CommandFrame::Command { id, command }, weight)
-            }
+            Inbound::Command { id, command } => CommandFrame::command(id, command),
             Inbound::HostReply(reply @ (HostReply::ToolUpdate(_) | HostReply::ToolResult(_))) => {
                 let _ = host_tools.send(reply);
+                continue;
             }
             Inbound::HostReply(reply) => {
                 let _ = host.send(HostRequest::Reply(reply));
+                continue;
             }
-            Inbound::Invalid(response) => lookahead.push(CommandFrame::Invalid(response), weight),
+            Inbound::Invalid(response) => CommandFrame::Invalid(Box::new(response)),
+        };
+        if !lookahead.push(frame, weight) {
+            break;
         }
     }
     drop(lookahead);
@@ -126,103 +130,11 @@ fn give_back_if_grown(line: &mut Vec<u8>) {
     }
 }
 
-/// The reader's end of the lookahead: frames go to `gjc-stdin-queue`, which reports each one's
-/// weight back once it is in the lane, so the reader knows how many bytes are still ahead.
-struct Lookahead {
-    frames: Sender<(CommandFrame, usize)>,
-    forwarded: Receiver<usize>,
-    bytes: usize,
-}
-
-impl Lookahead {
-    fn start(lane: Sender<CommandFrame>, room: Room) -> Option<Lookahead> {
-        let (frames, ahead) = bounded(LOOKAHEAD_LINES);
-        // At most one report per frame handed over, and they are collected at every push.
-        let (report, forwarded) = unbounded();
-        let spawned = std::thread::Builder::new()
-            .name("gjc-stdin-queue".into())
-            .spawn(move || forward(ahead, lane, room, report));
-        if let Err(e) = spawned {
-            log::error!("cannot start thread gjc-stdin-queue: {e}");
-            return None;
-        }
-        Some(Lookahead {
-            frames,
-            forwarded,
-            bytes: 0,
-        })
-    }
-
-    /// Queues a frame, waiting while the lookahead is full (by lines or bytes).
-    fn push(&mut self, frame: CommandFrame, weight: usize) {
-        self.bytes -= self.forwarded.try_iter().sum::<usize>();
-        while self.bytes > 0 && self.bytes + weight > LOOKAHEAD_BYTES {
-            match self.forwarded.recv() {
-                Ok(w) => self.bytes -= w,
-                Err(_) => return,
-            }
-        }
-        if self.frames.send((frame, weight)).is_ok() {
-            self.bytes += weight;
-        }
-    }
-}
-
-/// The `gjc-stdin-queue` loop: moves frames from the lookahead into the command lane, in order.
-fn forward(
-    ahead: Receiver<(CommandFrame, usize)>,
-    lane: Sender<CommandFrame>,
-    room: Room,
-    report: Sender<usize>,
-) {
-    let mut lane_bytes = LaneBytes::default();
-    for (frame, weight) in ahead {
-        if !lane_bytes.wait_for_room(&lane, &room, weight) {
-            return;
-        }
-        if lane.send(frame).is_err() {
-            return;
-        }
-        lane_bytes.sent(weight);
-        let _ = report.send(weight);
-    }
-}
-
-/// The bytes in the command lane. This thread is the lane's only sender and the lane is FIFO, so
-/// the frames still queued are the last `lane.len()` it sent.
-#[derive(Default)]
-struct LaneBytes {
-    weights: VecDeque<usize>,
-    total: usize,
-}
-
-impl LaneBytes {
-    fn sent(&mut self, weight: usize) {
-        self.weights.push_back(weight);
-        self.total += weight;
-    }
-
-    fn settle(&mut self, queued: usize) {
-        while self.weights.len() > queued {
-            self.total -= self.weights.pop_front().unwrap_or(0);
-        }
-    }
-
-    /// Waits while `weight` more would pass the byte budget, woken by the session each time it
-    /// takes a frame (the count bound blocks in `send` by itself). False once the session has
-    /// gone: nothing will be taken any more.
-    fn wait_for_room(&mut self, lane: &Sender<CommandFrame>, room: &Room, weight: usize) -> bool {
-        room.wait_until(|| {
-            self.settle(lane.len());
-            self.total == 0 || self.total + weight <= COMMAND_QUEUE_BYTES
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::{HostReply, MAX_LINE_BYTES};
+    use crossbeam_channel::{bounded, unbounded, Receiver};
     use std::time::Duration;
 
     const WAIT: Duration = Duration::from_secs(10);
@@ -294,7 +206,7 @@ mod tests {
 
     fn id_of(frame: CommandFrame) -> String {
         match frame {
-            CommandFrame::Command { id, .. } => id.unwrap().as_str().unwrap().to_string(),
+            CommandFrame::Command(queued) => queued.id.unwrap().as_str().unwrap().to_string(),
             CommandFrame::Invalid(r) => panic!("unexpected invalid frame {r:?}"),
             CommandFrame::Policy(p) => panic!("unexpected policy frame {p:?}"),
         }
