@@ -110,7 +110,7 @@ pub fn run_stream(
     // The next turn's request may start as soon as the session has the message: it waits the
     // moment it takes to read the end of this body, and gets this connection.
     lease.finishing();
-    sink.send(ProviderEvent::Done(message)) && at_end(&mut reader)
+    sink.send(ProviderEvent::Done(Box::new(message))) && at_end(&mut reader)
 }
 
 /// The response body, which sends the events held in `sink` before each read from the socket:
@@ -375,12 +375,12 @@ pub fn fail(
 ) {
     if cancel.is_set() {
         let message = builder.fail(StopReason::Aborted, "Request was aborted".into(), None);
-        sink.send(ProviderEvent::Failed(ProviderFailure {
+        sink.send(ProviderEvent::Failed(Box::new(ProviderFailure {
             message,
             transient: false,
             retry_after: None,
             overflow: false,
-        }));
+        })));
         return;
     }
     let (transient, overflow) = classify_message(&message, status, transient);
@@ -388,12 +388,12 @@ pub fn fail(
         "provider request failed (status {status:?}, retryable {transient}, retry-after {retry_after:?}, context overflow {overflow})"
     );
     let message = builder.fail(StopReason::Error, message, status);
-    sink.send(ProviderEvent::Failed(ProviderFailure {
+    sink.send(ProviderEvent::Failed(Box::new(ProviderFailure {
         message,
         transient,
         retry_after,
         overflow,
-    }));
+    })));
 }
 
 #[cfg(test)]

@@ -107,8 +107,10 @@ pub enum ProviderEvent {
     /// The usage the provider has reported so far (cumulative, priced), sent whenever it grows
     /// during the stream; the final count is the `Done` message's.
     Usage(crate::protocol::message::Usage),
-    Done(AssistantMessage),
-    Failed(ProviderFailure),
+    // Boxed: a session's provider lane preallocates every slot of its bound, so a slot sized
+    // for a whole message would keep ~80 KB per idle session resident for what comes once a turn.
+    Done(Box<AssistantMessage>),
+    Failed(Box<ProviderFailure>),
 }
 
 /// A failed request or stream: the partial message (stop reason `error` or `aborted`) and what the

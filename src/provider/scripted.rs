@@ -214,7 +214,7 @@ pub fn run_stream(request: &ProviderRequest, cancel: &CancelFlag, sink: &EventSi
     price(&mut b.message.usage, &model.cost);
     let mut message = b.finish(stop);
     message.duration = Some(started.elapsed().as_millis() as u64);
-    sink.send(ProviderEvent::Done(message));
+    sink.send(ProviderEvent::Done(Box::new(message)));
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -331,22 +331,22 @@ fn estimate_chars(m: &AgentMessage) -> usize {
 
 fn fail(b: MessageBuilder, sink: &EventSink, message: String, transient: bool) {
     let message = b.fail(StopReason::Error, message, None);
-    sink.send(ProviderEvent::Failed(ProviderFailure {
+    sink.send(ProviderEvent::Failed(Box::new(ProviderFailure {
         message,
         transient,
         retry_after: None,
         overflow: false,
-    }));
+    })));
 }
 
 fn aborted(b: MessageBuilder, sink: &EventSink) {
     let message = b.fail(StopReason::Aborted, "Request was aborted".into(), None);
-    sink.send(ProviderEvent::Failed(ProviderFailure {
+    sink.send(ProviderEvent::Failed(Box::new(ProviderFailure {
         message,
         transient: false,
         retry_after: None,
         overflow: false,
-    }));
+    })));
 }
 
 /// A tiny helper so tests and examples can build scripts in code.

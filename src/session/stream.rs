@@ -66,12 +66,12 @@ impl SessionLoop {
             ProviderEvent::Usage(usage) => self.unattended_usage(stream_id, &usage),
             ProviderEvent::Done(message) => {
                 if !self.unattended_commit(&message) {
-                    self.finish_streamed(message)
+                    self.finish_streamed(*message)
                 }
             }
             ProviderEvent::Failed(failure) => {
                 if !self.unattended_commit(&failure.message) {
-                    self.on_failure(failure)
+                    self.on_failure(*failure)
                 }
             }
         }

@@ -148,7 +148,7 @@ impl SessionHost {
         let (control_tx, control) = bounded(CONTROL_QUEUE);
         let (commands_tx, commands) = bounded(COMMAND_QUEUE);
         let (taken, room) = crate::room::room();
-        let (provider_tx, provider) = bounded(256);
+        let (provider_tx, provider) = bounded(PROVIDER_QUEUE);
         let (tool_tx, tool) = unbounded();
         let (bash_tx, bash_events) = unbounded();
         // Unbounded like the broker's lane: an answer is handed on at once, so one behind it
@@ -248,6 +248,11 @@ impl std::error::Error for StartError {
         }
     }
 }
+
+/// Model stream events a session may lag behind its provider thread before that thread waits.
+/// The lane is an array allocated in full when the session starts, so its slots stay small
+/// (`provider::ProviderEvent` boxes the once-a-turn whole message).
+const PROVIDER_QUEUE: usize = 256;
 
 /// Successors' actor numbers start here, far above any session's number.
 const ACTORS_FROM: u64 = 1 << 40;
