@@ -182,32 +182,88 @@ pub fn parse(
     }
     file.mcp_servers
         .into_iter()
-        .map(|(name, value)| entry(&name, value, var))
+        .map(|(name, value)| entry(&name, value, var).map_err(|e| e.to_string()))
         .collect()
 }
+
+/// Why a server's entry was refused: which server and what is wrong with it. Its values never
+/// appear, since env values and headers may hold keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryError {
+    /// The name breaks the naming rule (`check_name`'s words).
+    Name(String),
+    /// Not an entry of the expected shape (serde's words, values redacted).
+    Shape {
+        server: String,
+        message: String,
+    },
+    /// A `${VAR}` in the env value or header `key` that cannot be expanded.
+    Variable {
+        server: String,
+        key: String,
+        message: String,
+    },
+    EmptyCommand(String),
+    /// A `url` that is not an http(s) URL gjc can use.
+    Url {
+        server: String,
+        message: String,
+    },
+    /// Neither a `command` nor a `url`, or both, or a `type` that does not go with the one given.
+    NoTransport(String),
+}
+
+impl std::fmt::Display for EntryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EntryError::Name(message) => f.write_str(message),
+            EntryError::Shape { server, message } | EntryError::Url { server, message } => {
+                write!(f, "MCP server {server}: {message}")
+            }
+            EntryError::Variable {
+                server,
+                key,
+                message,
+            } => write!(f, "MCP server {server}: {key}: {message}"),
+            EntryError::EmptyCommand(server) => write!(f, "MCP server {server}: empty command"),
+            EntryError::NoTransport(server) => write!(
+                f,
+                "MCP server {server}: give either \"command\" (stdio) or \"url\" (HTTP)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EntryError {}
 
 /// One server's entry (also the shape of `mcp_add_server`'s `config`).
 pub fn entry(
     name: &str,
     value: Value,
     var: &dyn Fn(&str) -> Option<String>,
-) -> Result<ServerConfig, String> {
-    check_name(name)?;
-    let e: Entry = serde_json::from_value(value)
-        .map_err(|e| format!("MCP server {name}: {}", redact(&e.to_string())))?;
-    let expand_all = |map: BTreeMap<String, String>| -> Result<Vec<(String, String)>, String> {
+) -> Result<ServerConfig, EntryError> {
+    check_name(name).map_err(EntryError::Name)?;
+    let server = || name.to_string();
+    let e: Entry = serde_json::from_value(value).map_err(|e| EntryError::Shape {
+        server: server(),
+        message: redact(&e.to_string()),
+    })?;
+    let expand_all = |map: BTreeMap<String, String>| {
         map.into_iter()
-            .map(|(k, v)| {
-                expand(&v, var)
-                    .map(|v| (k.clone(), v))
-                    .map_err(|e| format!("MCP server {name}: {k}: {e}"))
+            .map(|(key, v)| match expand(&v, var) {
+                Ok(v) => Ok((key, v)),
+                Err(message) => Err(EntryError::Variable {
+                    server: server(),
+                    key,
+                    message,
+                }),
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()
     };
     let spec = match (e.command, e.url) {
         (Some(command), None) if e.kind.as_deref().is_none_or(|k| k == "stdio") => {
             if command.trim().is_empty() {
-                return Err(format!("MCP server {name}: empty command"));
+                return Err(EntryError::EmptyCommand(server()));
             }
             Spec::Stdio {
                 command,
@@ -217,7 +273,10 @@ pub fn entry(
             }
         }
         (None, Some(url)) if e.kind.as_deref().is_none_or(|k| k == "http" || k == "sse") => {
-            super::http::check_url(&url).map_err(|e| format!("MCP server {name}: {e}"))?;
+            super::http::check_url(&url).map_err(|message| EntryError::Url {
+                server: server(),
+                message,
+            })?;
             if e.kind.as_deref() == Some("sse") {
                 Spec::Sse { url }
             } else {
@@ -227,11 +286,7 @@ pub fn entry(
                 }
             }
         }
-        _ => {
-            return Err(format!(
-                "MCP server {name}: give either \"command\" (stdio) or \"url\" (HTTP)"
-            ))
-        }
+        _ => return Err(EntryError::NoTransport(server())),
     };
     Ok(ServerConfig {
         name: name.to_string(),
@@ -298,6 +353,7 @@ pub fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn vars(name: &str) -> Option<String> {
         (name == "TOKEN").then(|| "s3cret".to_string())
@@ -368,5 +424,34 @@ mod tests {
             err.contains("invalid type") && !err.contains("s3cret"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_refused_entry_says_which_server_and_why_without_its_values() {
+        let refused = |name: &str, value: Value| entry(name, value, &vars).unwrap_err();
+        assert!(matches!(
+            refused("a__b", json!({"command": "x"})),
+            EntryError::Name(_)
+        ));
+        assert_eq!(
+            refused("a", json!({"command": " "})),
+            EntryError::EmptyCommand("a".into())
+        );
+        assert_eq!(
+            refused("a", json!({"command": "x", "url": "y"})).to_string(),
+            "MCP server a: give either \"command\" (stdio) or \"url\" (HTTP)"
+        );
+        assert!(matches!(
+            refused("a", json!({"url": "ftp://x"})),
+            EntryError::Url { server, .. } if server == "a"
+        ));
+        let missing = refused("a", json!({"command": "x", "env": {"K": "${NOPE} s3cret"}}));
+        assert!(
+            matches!(&missing, EntryError::Variable { server, key, .. } if server == "a" && key == "K"),
+            "{missing:?}"
+        );
+        let shape = refused("a", json!({"command": "x", "args": "s3cret"}));
+        assert!(matches!(shape, EntryError::Shape { .. }));
+        assert!(!shape.to_string().contains("s3cret"), "{shape}");
     }
 }

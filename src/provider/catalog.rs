@@ -286,7 +286,7 @@ impl Catalog {
 
     /// The key for a provider: `None` when none is needed, an error when one is needed but not
     /// set.
-    pub fn api_key(&self, provider: &str) -> Result<Option<String>, String> {
+    pub fn api_key(&self, provider: &str) -> Result<Option<String>, KeyError> {
         match self.providers.get(provider).map(|p| &p.key) {
             Some(KeySource::None) => Ok(None),
             Some(KeySource::Literal(k)) => Ok(Some(k.clone())),
@@ -294,10 +294,11 @@ impl Catalog {
                 .iter()
                 .find_map(|v| std::env::var(v).ok().filter(|k| !k.trim().is_empty()))
                 .map(|k| Some(k.trim().to_string()))
-                .ok_or_else(|| missing_key(provider, vars)),
-            None => Err(format!(
-                "No API key for {provider}: add apiKey to models.json"
-            )),
+                .ok_or_else(|| KeyError::Unset {
+                    provider: provider.to_string(),
+                    vars: vars.clone(),
+                }),
+            None => Err(KeyError::NotConfigured(provider.to_string())),
         }
     }
 
@@ -363,17 +364,6 @@ impl Catalog {
             }
         }
         out
-    }
-}
-
-fn missing_key(provider: &str, vars: &[String]) -> String {
-    match vars {
-        [first, rest @ ..] if !rest.is_empty() => format!(
-            "No API key for {provider}: set {first} (or {})",
-            rest.join(", ")
-        ),
-        [only] => format!("No API key for {provider}: set {only}"),
-        _ => format!("No API key for {provider}"),
     }
 }
 
@@ -445,6 +435,36 @@ impl std::fmt::Display for CatalogError {
 }
 
 impl std::error::Error for CatalogError {}
+
+/// Why a provider has no API key when it needs one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyError {
+    /// None of the variables that may hold it is set (or each is blank).
+    Unset { provider: String, vars: Vec<String> },
+    /// A provider models.json names without saying where its key comes from.
+    NotConfigured(String),
+}
+
+impl std::fmt::Display for KeyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyError::Unset { provider, vars } => match vars.as_slice() {
+                [] => write!(f, "No API key for {provider}"),
+                [only] => write!(f, "No API key for {provider}: set {only}"),
+                [first, rest @ ..] => write!(
+                    f,
+                    "No API key for {provider}: set {first} (or {})",
+                    rest.join(", ")
+                ),
+            },
+            KeyError::NotConfigured(provider) => {
+                write!(f, "No API key for {provider}: add apiKey to models.json")
+            }
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
 
 /// A base URL as gjc calls it: an `http(s)` URL without a trailing slash. For
 /// `anthropic-messages` the configured URL is the API root (`https://api.anthropic.com`, as pi

@@ -171,3 +171,24 @@ fn cost_per_million() {
     );
     assert!((u.cost.total - 10.5).abs() < 1e-9);
 }
+
+#[test]
+fn a_missing_key_says_which_provider_and_where_it_would_come_from() {
+    let c = Catalog::builtin();
+    let unknown = c.api_key("no-such-provider").unwrap_err();
+    assert_eq!(unknown, KeyError::NotConfigured("no-such-provider".into()));
+    assert_eq!(
+        unknown.to_string(),
+        "No API key for no-such-provider: add apiKey to models.json"
+    );
+    let unset = |vars: &[&str]| KeyError::Unset {
+        provider: "p".into(),
+        vars: vars.iter().map(|v| v.to_string()).collect(),
+    };
+    assert_eq!(unset(&[]).to_string(), "No API key for p");
+    assert_eq!(unset(&["A"]).to_string(), "No API key for p: set A");
+    assert_eq!(
+        unset(&["A", "B", "C"]).to_string(),
+        "No API key for p: set A (or B, C)"
+    );
+}

@@ -219,7 +219,8 @@ impl SessionLoop {
         &mut self,
         p: crate::protocol::mcp::AddMcpServerParams,
     ) -> Result<ServersReply, String> {
-        let config = config::entry(&p.name, p.config, &|v| std::env::var(v).ok())?;
+        let config = config::entry(&p.name, p.config, &|v| std::env::var(v).ok())
+            .map_err(|e| e.to_string())?;
         self.mcp.add(config, self.state.cwd.clone())?;
         Ok(self.list_mcp_servers())
     }

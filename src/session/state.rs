@@ -58,7 +58,10 @@ impl Session {
     /// The model and its key, or the reason a prompt cannot start.
     pub fn credentials(&self) -> Result<(Model, Option<String>), String> {
         let model = self.model.clone().ok_or("No model selected")?;
-        let key = self.catalog.api_key(&model.provider)?;
+        let key = self
+            .catalog
+            .api_key(&model.provider)
+            .map_err(|e| e.to_string())?;
         if model.api == crate::provider::catalog::Api::Scripted {
             if let Some(Err(e)) = &self.script {
                 return Err(e.clone());
