@@ -72,6 +72,39 @@ pub(crate) fn results(events: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// The ends of a run's tool calls, once the first three, made to the reference server, are
+/// checked: `echo` gave back `echoed`, `get-tiny-image` a PNG image block, and the long-running
+/// operation's progress came as `tool_execution_update`s (its own end is the caller's to check).
+pub(crate) fn reference_calls_checked(events: &[Value], calls: usize, echoed: &str) -> Vec<Value> {
+    let ends = results(events);
+    assert_eq!(ends.len(), calls, "{:?}", crate::support::types(events));
+    assert_eq!(ends[0]["isError"], false, "{}", ends[0]);
+    assert!(text_of(&ends[0]).contains(echoed), "{}", ends[0]);
+    let image = &ends[1]["result"]["content"];
+    assert!(
+        image
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "image" && c["mimeType"] == "image/png"),
+        "{image}"
+    );
+    let updates: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_update")
+        .collect();
+    assert!(
+        !updates.is_empty(),
+        "progress becomes tool_execution_update"
+    );
+    assert!(
+        text_of(&json!({"result": updates[0]["partialResult"]})).contains("progress"),
+        "{}",
+        updates[0]
+    );
+    ends
+}
+
 pub(crate) fn text_of(result: &Value) -> String {
     result["result"]["content"]
         .as_array()
@@ -110,32 +143,7 @@ fn the_reference_server_lists_calls_reports_progress_and_returns_images() {
 
     g.ok(json!({"type": "prompt", "message": "use the tools"}));
     let events = g.run_events();
-    let ends = results(&events);
-    assert_eq!(ends.len(), 4, "{:?}", crate::support::types(&events));
-    assert_eq!(ends[0]["isError"], false);
-    assert!(text_of(&ends[0]).contains("hello mcp"), "{}", ends[0]);
-    let image = &ends[1]["result"]["content"];
-    assert!(
-        image
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["type"] == "image" && c["mimeType"] == "image/png"),
-        "{image}"
-    );
-    let updates: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["type"] == "tool_execution_update")
-        .collect();
-    assert!(
-        !updates.is_empty(),
-        "progress becomes tool_execution_update"
-    );
-    assert!(
-        text_of(&json!({"result": updates[0]["partialResult"]})).contains("progress"),
-        "{}",
-        updates[0]
-    );
+    let ends = reference_calls_checked(&events, 4, "hello mcp");
     assert_eq!(ends[2]["isError"], false, "{}", ends[2]);
     // Arguments are checked against the server's schema before the call.
     assert_eq!(ends[3]["isError"], true);

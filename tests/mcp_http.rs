@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::mcp::{add, call, fixtures, results, say, state_event, text_of};
+use crate::mcp::{
+    add, call, fixtures, reference_calls_checked, results, say, state_event, text_of,
+};
 use crate::support::{gjc, TIMEOUT};
 
 /// The reference server in streamable HTTP mode; killed when dropped.
@@ -95,32 +97,7 @@ fn the_reference_server_over_http_lists_calls_reports_progress_and_returns_image
 
     g.ok(json!({"type": "prompt", "message": "use the tools"}));
     let events = g.run_events();
-    let ends = results(&events);
-    assert_eq!(ends.len(), 3, "{:?}", crate::support::types(&events));
-    assert_eq!(ends[0]["isError"], false, "{}", ends[0]);
-    assert!(text_of(&ends[0]).contains("hello http"), "{}", ends[0]);
-    let image = &ends[1]["result"]["content"];
-    assert!(
-        image
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["type"] == "image" && c["mimeType"] == "image/png"),
-        "{image}"
-    );
-    let updates: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["type"] == "tool_execution_update")
-        .collect();
-    assert!(
-        !updates.is_empty(),
-        "progress over SSE becomes tool_execution_update"
-    );
-    assert!(
-        text_of(&json!({"result": updates[0]["partialResult"]})).contains("progress"),
-        "{}",
-        updates[0]
-    );
+    let ends = reference_calls_checked(&events, 3, "hello http");
     assert_eq!(ends[2]["isError"], false, "{}", ends[2]);
 }
 
