@@ -22,6 +22,10 @@ pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 const MAX_GARBAGE_LINES: usize = 32;
 /// The stderr kept for the failure reason.
 const STDERR_RING: usize = 2048;
+
+/// The capacity the line buffer keeps between messages (it grows for a longer one, then
+/// shrinks back).
+const KEPT_LINE_BYTES: usize = 16 * 1024;
 /// How long a server has to exit after stdin closes, then after SIGTERM.
 const GRACE: Duration = Duration::from_millis(1500);
 
@@ -136,11 +140,14 @@ pub fn spawn(
 
 /// Reads messages until the stream ends or stops being MCP; returns why it ended.
 fn read_messages(stdout: impl Read, deliver: &Deliver) -> String {
-    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    // Small buffers, kept small: a server idles for most of its life, and what a large message
+    // (a tool list, a big result) grew them to would stay resident per server until gjc exits.
+    let mut reader = BufReader::with_capacity(8 * 1024, stdout);
     let mut line = Vec::new();
     let mut garbage = 0;
     loop {
         line.clear();
+        line.shrink_to(KEPT_LINE_BYTES);
         let read = (&mut reader)
             .take(MAX_MESSAGE_BYTES as u64 + 1)
             .read_until(b'\n', &mut line);
