@@ -1,8 +1,9 @@
 //! MCP servers as tools, against real servers over stdio: the reference "everything" server from
-//! npm (installed in tests/mcp with `npm ci`; a test that cannot find it fails) and a misbehaving
-//! server of our own (tests/mcp/misbehaving.js).
+//! npm (installed in tests/mcp with `npm ci` by the first test that needs it; a failed install
+//! fails) and a misbehaving server of our own (tests/mcp/misbehaving.js).
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -13,16 +14,50 @@ pub(crate) fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
 }
 
-/// The reference server's entry point; missing is a failure, never a skip.
-fn everything() -> Value {
+/// The reference server's entry point. The first test that needs it installs it with `npm ci`
+/// (pinned by tests/mcp/package-lock.json, from the package registry), so `cargo test` is enough
+/// on a fresh machine with Node; a failed install fails the test, never skips it.
+pub(crate) fn everything_entry() -> PathBuf {
+    static INSTALL: Mutex<()> = Mutex::new(());
     let entry =
         fixtures().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let _one_at_a_time = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+    if !entry.is_file() {
+        npm_ci();
+    }
     assert!(
         entry.is_file(),
-        "{} is missing: run `npm ci` in tests/mcp (Node 20)",
+        "{} is missing after `npm ci` in tests/mcp",
         entry.display()
     );
-    json!({"command": "node", "args": [entry, "stdio"]})
+    entry
+}
+
+/// `npm ci` in tests/mcp, bounded: a registry that does not answer fails the test in time.
+fn npm_ci() {
+    let mut child = std::process::Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(fixtures())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run npm (the MCP tests need Node 20 with npm): {e}"));
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`npm ci` in tests/mcp took over 10 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "`npm ci` in tests/mcp failed: {status}");
+}
+
+fn everything() -> Value {
+    json!({"command": "node", "args": [everything_entry(), "stdio"]})
 }
 
 fn misbehaving(args: &[&str], tool_timeout: f64) -> Value {

@@ -32,13 +32,7 @@ impl Drop for Everything {
 /// Starts the reference server on a free port of 127.0.0.1 and waits (bounded) until it says
 /// it listens; missing is a failure, never a skip.
 pub(crate) fn everything_http() -> Everything {
-    let entry =
-        fixtures().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        entry.is_file(),
-        "{} is missing: run `npm ci` in tests/mcp (Node 20)",
-        entry.display()
-    );
+    let entry = crate::mcp::everything_entry();
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
