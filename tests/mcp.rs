@@ -140,6 +140,30 @@ pub(crate) fn reference_calls_checked(events: &[Value], calls: usize, echoed: &s
     ends
 }
 
+/// Prompts, aborts once the long-running call reports progress, and checks that the run ended
+/// within 5 s with the call failed and the server still `ready`.
+pub(crate) fn abort_during_progress(g: &mut Gjc) {
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    g.client
+        .collect_until(
+            |f| f["payload"]["event"]["type"] == "tool_execution_update",
+            TIMEOUT,
+        )
+        .expect("progress before the abort");
+    let started = Instant::now();
+    g.ok(json!({"type": "abort"}));
+    let events = g.run_events();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the abort took {:?}",
+        started.elapsed()
+    );
+    let ends = results(&events);
+    assert_eq!(ends.last().unwrap()["isError"], true);
+    let state = g.ok(json!({"type": "get_state"}));
+    assert_eq!(state["mcpServers"][0]["state"], "ready", "{state}");
+}
+
 pub(crate) fn text_of(result: &Value) -> String {
     result["result"]["content"]
         .as_array()
@@ -199,25 +223,7 @@ fn aborting_a_long_running_call_cancels_it_and_the_server_stays_ready() {
         .spawn();
     add(&mut g, "everything", everything());
     state_event(&mut g, "everything", "ready");
-    g.ok(json!({"type": "prompt", "message": "go"}));
-    g.client
-        .collect_until(
-            |f| f["payload"]["event"]["type"] == "tool_execution_update",
-            TIMEOUT,
-        )
-        .expect("progress before the abort");
-    let started = Instant::now();
-    g.ok(json!({"type": "abort"}));
-    let events = g.run_events();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "the abort took {:?}",
-        started.elapsed()
-    );
-    let ends = results(&events);
-    assert_eq!(ends.last().unwrap()["isError"], true);
-    let state = g.ok(json!({"type": "get_state"}));
-    assert_eq!(state["mcpServers"][0]["state"], "ready", "{state}");
+    abort_during_progress(&mut g);
 }
 
 #[test]

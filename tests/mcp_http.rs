@@ -7,12 +7,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{json, Value};
 
 use crate::mcp::{
-    add, call, fixtures, reference_calls_checked, results, say, state_event, text_of,
+    abort_during_progress, add, call, fixtures, reference_calls_checked, results, say, state_event,
+    text_of,
 };
 use crate::support::{gjc, TIMEOUT};
 
@@ -107,25 +108,7 @@ fn aborting_a_long_call_over_http_cancels_it_and_the_server_stays_ready() {
         .spawn();
     add(&mut g, "everything", json!({"url": everything.url}));
     state_event(&mut g, "everything", "ready");
-    g.ok(json!({"type": "prompt", "message": "go"}));
-    g.client
-        .collect_until(
-            |f| f["payload"]["event"]["type"] == "tool_execution_update",
-            TIMEOUT,
-        )
-        .expect("progress before the abort");
-    let started = Instant::now();
-    g.ok(json!({"type": "abort"}));
-    let events = g.run_events();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "the abort took {:?}",
-        started.elapsed()
-    );
-    let ends = results(&events);
-    assert_eq!(ends.last().unwrap()["isError"], true);
-    let state = g.ok(json!({"type": "get_state"}));
-    assert_eq!(state["mcpServers"][0]["state"], "ready", "{state}");
+    abort_during_progress(&mut g);
     // The session on the server goes on.
     g.ok(json!({"type": "prompt", "message": "again"}));
     let ends = results(&g.run_events());

@@ -110,15 +110,7 @@ fn a_new_session_while_a_host_tool_call_is_pending() {
     assert_eq!(state["isStreaming"], false);
     assert_eq!(state["messageCount"], 0, "{state}");
     // The host's tools stay for the connection, and a new run can use them.
-    let tools = g.ok(json!({"type": "get_state", "include": ["tools"]}))["dumpTools"].clone();
-    assert!(
-        tools
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t["name"] == "echo_host"),
-        "{tools}"
-    );
+    assert_has_tool(&mut g, "echo_host");
 }
 
 /// The unattended declaration is the session's: the new session starts without one.
@@ -204,15 +196,7 @@ fn switch_session_fails_untouched_or_swaps_keeping_the_hosts_settings() {
     // The loaded file names its thinking level; the host's queue mode and tools stay.
     assert_eq!(state["thinkingLevel"], "off");
     assert_eq!(state["steeringMode"], "all");
-    let tools = g.ok(json!({"type": "get_state", "include": ["tools"]}))["dumpTools"].clone();
-    assert!(
-        tools
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t["name"] == "echo_host"),
-        "{tools}"
-    );
+    assert_has_tool(&mut g, "echo_host");
 }
 
 /// Commands queued behind a `new_session` when stdin closes are answered by the new session.
@@ -259,4 +243,13 @@ fn a_manual_handoff_starts_a_session_of_its_own() {
     assert_ne!(state["sessionId"], before["sessionId"]);
     assert!(state.get("unattended").is_none(), "leaked: {state}");
     assert_eq!(state["messageCount"], 1, "only the document: {state}");
+}
+
+/// `get_state`'s tool dump names `name`.
+fn assert_has_tool(g: &mut Gjc, name: &str) {
+    let tools = g.ok(json!({"type": "get_state", "include": ["tools"]}))["dumpTools"].clone();
+    assert!(
+        tools.as_array().unwrap().iter().any(|t| t["name"] == name),
+        "{tools}"
+    );
 }
