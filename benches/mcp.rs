@@ -14,10 +14,16 @@
 //!    Everything else in a turn (the model request, its stream, the frames to the host, the
 //!    session file) is the same in both loops and cancels out. The figure against the floor is
 //!    that difference divided by the direct round trip (target ≤ 1.3×), a median over runs made
-//!    one after the other (a loaded moment slows all three). Also shown: the span from the
-//!    `tool_execution_start` frame to the `tool_execution_end` frame as the host sees them, and
-//!    a second floor in the shape gjc's design gives a server: the same client with a reader
-//!    thread that hands each answer to the caller over a channel (see `threaded_round_trips`).
+//!    one after the other (a loaded moment slows all three). The direct client sends the call
+//!    as gjc does, with a progress token. Also shown: the span from the `tool_execution_start`
+//!    frame to the `tool_execution_end` frame as the host sees them; a second floor in the shape
+//!    gjc's design gives a server, the same client with a reader thread that hands each answer
+//!    to the caller over a channel (see `threaded_round_trips`); and the in-turn floor: the read
+//!    loop again, with the least client's `echo` call to a server of its own made by the fake
+//!    provider before each answer that follows a tool result ((that loop − read loop) per turn).
+//!    A tight loop of calls keeps node and its core warm; one call per turn, between the
+//!    provider's and the host's work, does not, and the in-turn floor is what the least client
+//!    pays for a call at that point of a turn on the same machine.
 //! b. spawn → `ready` with five servers in the agent dir's mcp.json against spawn → `ready` with
 //!    no mcp.json, interleaved (target within 1.2×): starting servers must not delay `ready`.
 //! c. gjc's own RSS (VmRSS of the gjc process, not its children) once servers are ready, idle
@@ -38,10 +44,11 @@ mod fake_provider;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use fake_provider::{openai_text, openai_tool_call, FakeProvider, Reply};
+use fake_provider::{openai_text, openai_tool_call, Chunk, FakeProvider, Reply};
 use gjc::client::RpcClient;
 use serde_json::{json, Value};
 
@@ -120,10 +127,13 @@ fn close(mut c: RpcClient) {
     c.wait_exit(Duration::from_secs(10));
 }
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone)]
 enum Kind {
     Mcp,
     Read,
+    /// The read loop, with the least client's `echo` call to a server of its own made by the
+    /// fake provider before each answer that follows a tool result: the in-turn floor.
+    ReadAndDirect(Arc<Mutex<Direct>>),
 }
 
 /// One loop's figures: wall per turn and the median tool span, in ms.
@@ -138,18 +148,30 @@ fn gjc_loop(fake: &FakeProvider, n: usize, kind: Kind) -> Loop {
     std::fs::write(agent.path().join("tiny.txt"), "hi").unwrap();
     let (mut c, _) = spawn_gjc(agent.path(), fake, 1);
     await_servers(&mut c, 1);
-    for i in 0..n {
-        let body = match kind {
+    for i in 0..=n {
+        let body = match &kind {
+            _ if i == n => openai_text(&["done"]),
             Kind::Mcp => openai_tool_call(
                 &format!("c{i}"),
                 "mcp__everything__echo",
                 &json!({"message": "hi"}),
             ),
-            Kind::Read => openai_tool_call(&format!("c{i}"), "read", &json!({"path": "tiny.txt"})),
+            Kind::Read | Kind::ReadAndDirect(_) => {
+                openai_tool_call(&format!("c{i}"), "read", &json!({"path": "tiny.txt"}))
+            }
         };
-        fake.push(Reply::sse(body));
+        let mut reply = Reply::sse(body);
+        if let (Kind::ReadAndDirect(server), true) = (&kind, i > 0) {
+            let server = server.clone();
+            let call = Chunk::Run(Box::new(move || {
+                let mut server = server.lock().unwrap();
+                let id = server.next_id;
+                server.call("tools/call", echo_params(id));
+            }));
+            reply.chunks.insert(0, call);
+        }
+        fake.push(reply);
     }
-    fake.push(Reply::sse(openai_text(&["done"])));
     let started = Instant::now();
     c.request(json!({"type": "prompt", "message": "loop"}), WAIT)
         .unwrap();
@@ -246,10 +268,7 @@ impl Direct {
         let mut times: Vec<f64> = (0..n)
             .map(|_| {
                 let t = Instant::now();
-                let v = self.call(
-                    "tools/call",
-                    json!({"name": "echo", "arguments": {"message": "hi"}}),
-                );
+                let v = self.call("tools/call", echo_params(self.next_id));
                 let took = ms(t.elapsed());
                 assert!(v["result"]["content"][0]["text"]
                     .as_str()
@@ -259,6 +278,14 @@ impl Direct {
             .collect();
         median(&mut times)
     }
+}
+
+/// The `echo` call as gjc makes it: with a progress token (gjc gives the tool call's id), which
+/// the server takes in and may report progress against, so the floor asks the server for the
+/// same work.
+fn echo_params(n: u64) -> Value {
+    json!({"name": "echo", "arguments": {"message": "hi"},
+        "_meta": {"progressToken": format!("call_{n}_0")}})
 }
 
 /// The floor in the shape gjc's design gives a server (`src/mcp/stdio.rs`): a reader thread
@@ -284,7 +311,7 @@ fn threaded_round_trips(n: usize) -> f64 {
         server.next_id += 1;
         let t = Instant::now();
         server.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "echo", "arguments": {"message": "hi"}}}));
+            "params": echo_params(id)}));
         let answer = rx.recv_timeout(WAIT).expect("an answer");
         assert_eq!(answer["id"], id);
         // The first 20 warm up, as in the one-thread floor.
@@ -309,12 +336,22 @@ fn round_trip(fake: &FakeProvider, turns: usize, runs: usize) {
     let (mut mcp, mut read, mut direct, mut added, mut ratios, mut spans) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
     let (mut threaded, mut shape_ratios) = (vec![], vec![]);
+    let (mut in_turn, mut in_turn_ratios) = (vec![], vec![]);
+    let least = || {
+        let mut server = Direct::start();
+        server.echo_round_trips(20);
+        Kind::ReadAndDirect(Arc::new(Mutex::new(server)))
+    };
     // One of each first, unmeasured: caches, the page cache, node's compile cache.
     gjc_loop(fake, 5, Kind::Mcp);
     gjc_loop(fake, 5, Kind::Read);
+    gjc_loop(fake, 5, least());
     for _ in 0..runs {
         let m = gjc_loop(fake, turns, Kind::Mcp);
         let r = gjc_loop(fake, turns, Kind::Read);
+        let floor = gjc_loop(fake, turns, least()).per_turn - r.per_turn;
+        in_turn.push(floor);
+        in_turn_ratios.push((m.per_turn - r.per_turn) / floor);
         let d = {
             let mut server = Direct::start();
             server.echo_round_trips(20);
@@ -347,6 +384,11 @@ fn round_trip(fake: &FakeProvider, turns: usize, runs: usize) {
         "  direct with a reader thread       {:8.3} ms   MCP call inside a turn against it {:.2}x",
         median(&mut threaded),
         median(&mut shape_ratios)
+    );
+    println!(
+        "  least client's call in a turn     {:8.3} ms   MCP call inside a turn against it {:.2}x (the in-turn floor)",
+        median(&mut in_turn),
+        median(&mut in_turn_ratios)
     );
 }
 

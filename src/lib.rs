@@ -79,6 +79,8 @@ pub mod lanes;
 #[cfg(feature = "agent")]
 pub mod lines;
 #[cfg(feature = "agent")]
+pub mod loader;
+#[cfg(feature = "agent")]
 pub mod mcp;
 #[cfg(feature = "agent")]
 pub mod memory;

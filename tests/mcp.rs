@@ -213,8 +213,8 @@ fn the_reference_server_lists_calls_reports_progress_and_returns_images() {
     );
 }
 
-#[test]
-fn aborting_a_long_running_call_cancels_it_and_the_server_stays_ready() {
+/// gjc with the reference server ready, whose model calls the minute-long operation.
+fn long_call_ahead() -> Gjc {
     let mut g = gjc()
         .script(json!({"turns": [
             call("mcp__everything__trigger-long-running-operation", json!({"duration": 60, "steps": 60})),
@@ -223,7 +223,84 @@ fn aborting_a_long_running_call_cancels_it_and_the_server_stays_ready() {
         .spawn();
     add(&mut g, "everything", everything());
     state_event(&mut g, "everything", "ready");
-    abort_during_progress(&mut g);
+    g
+}
+
+#[test]
+fn aborting_a_long_running_call_cancels_it_and_the_server_stays_ready() {
+    abort_during_progress(&mut long_call_ahead());
+}
+
+/// The names of the process's threads.
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .filter_map(Result::ok)
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|c| c.trim_end().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_call_to_a_ready_server_waits_on_no_thread_of_its_own() {
+    let mut g = long_call_ahead();
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    g.client
+        .collect_until(
+            |f| f["payload"]["event"]["type"] == "tool_execution_update",
+            TIMEOUT,
+        )
+        .expect("progress");
+    // The call is under way, and its progress reaches the host: yet no tool thread waits for
+    // the server, the server's reader hands everything to the session.
+    let names = thread_names(g.client.pid());
+    assert!(
+        !names.iter().any(|n| n == "gjc-tool"),
+        "a thread waits for the call: {names:?}"
+    );
+    g.ok(json!({"type": "abort"}));
+    let ends = results(&g.run_events());
+    assert_eq!(ends.last().unwrap()["isError"], true);
+}
+
+#[test]
+fn a_server_that_stops_reading_its_input_holds_up_neither_the_call_nor_the_session() {
+    // More than a pipe holds, so writing the second call to the deaf server cannot finish.
+    let pad = "p".repeat(300 * 1024);
+    let mut g = gjc()
+        .script(json!({"turns": [
+            call("mcp__deaf__deaf", json!({})),
+            call("mcp__deaf__ok", json!({"pad": pad})),
+            say("after"),
+        ]}))
+        .spawn();
+    add(&mut g, "deaf", misbehaving(&[], 1.0));
+    state_event(&mut g, "deaf", "ready");
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    // Each call ends at its timeout; the session answers commands all along.
+    g.client
+        .collect_until(
+            |f| f["payload"]["event"]["type"] == "tool_execution_start",
+            TIMEOUT,
+        )
+        .expect("the first call starts");
+    g.ok(json!({"type": "get_state"}));
+    let started = Instant::now();
+    let events = g.run_events();
+    let ends = results(&events);
+    assert_eq!(ends.len(), 2, "{:?}", crate::support::types(&events));
+    for end in &ends {
+        assert!(text_of(end).contains("did not answer"), "{end}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the calls took {:?}",
+        started.elapsed()
+    );
+    g.ok(json!({"type": "get_state"}));
 }
 
 #[test]
@@ -460,7 +537,7 @@ fn a_server_slower_than_its_start_up_timeout_joins_after_the_first_request_went_
         Some(e) => e.clone(),
         None => state_event(&mut g, "slow", "ready"),
     };
-    assert_eq!(joined["tools"], 8, "{joined}");
+    assert_eq!(joined["tools"], 9, "{joined}");
     g.ok(json!({"type": "prompt", "message": "again"}));
     let ends = results(&g.run_events());
     assert_eq!(text_of(&ends[0]), "fine", "{}", ends[0]);

@@ -2,6 +2,8 @@
 //! reused), each with a deadline and a cancel check (`notifications/cancelled` when it gives
 //! up); late replies are dropped; `ping` is answered; a server request for a capability we did
 //! not declare is answered -32601; progress notifications reach the call that gave the token.
+//! A request is either waited for on the calling thread (`request`) or started with callbacks
+//! the reader thread calls (`start`), so that nothing waits for it at all.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,13 +62,44 @@ pub enum Note {
     Expired(String),
 }
 
-type Reply = Result<Value, Failure>;
+pub type Reply = Result<Value, Failure>;
+
+/// Who hears a request's answer: the thread waiting in `request`, or a callback of `start`.
+enum Waiter {
+    Thread(Sender<Reply>),
+    Callback(Box<dyn FnOnce(Reply) + Send>),
+}
+
+impl Waiter {
+    fn answer(self, reply: Reply) {
+        match self {
+            Waiter::Thread(tx) => drop(tx.send(reply)),
+            Waiter::Callback(f) => f(reply),
+        }
+    }
+}
+
+/// What the reader thread calls with a call's progress (`Client::start`).
+pub type OnProgress = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Who hears a call's progress.
+#[derive(Clone)]
+enum ProgressSink {
+    Thread(Sender<Progress>),
+    Callback(OnProgress),
+}
+
+/// A request started with callbacks (`Client::start`): what giving it up needs.
+pub struct Started {
+    id: u64,
+    token: Option<String>,
+}
 
 pub struct Client {
     transport: OnceLock<Box<dyn Transport>>,
     next_id: AtomicU64,
-    pending: Mutex<HashMap<u64, Sender<Reply>>>,
-    progress: Mutex<HashMap<String, Sender<Progress>>>,
+    pending: Mutex<HashMap<u64, Waiter>>,
+    progress: Mutex<HashMap<String, ProgressSink>>,
     closed: Mutex<Option<String>>,
     notes: Box<dyn Fn(Note) + Send + Sync>,
     /// The modern (stateless) revision: every request carries its `_meta`.
@@ -140,63 +173,110 @@ impl Client {
     pub fn request(
         &self,
         method: &str,
-        mut params: Value,
+        params: Value,
         timeout: Duration,
         cancelled: &dyn Fn() -> bool,
         on_progress: Option<(&str, &dyn Fn(Progress))>,
     ) -> Reply {
+        let (tx, rx) = bounded(1);
+        let progress = on_progress.map(|(token, _)| {
+            let (ptx, prx) = unbounded();
+            (token.to_string(), ProgressSink::Thread(ptx), prx)
+        });
+        let (sink, progress_rx) = match progress {
+            Some((token, sink, prx)) => (Some((token, sink)), Some(prx)),
+            None => (None, None),
+        };
+        let started = self.send_request(method, params, Waiter::Thread(tx), sink)?;
+        let outcome = self.wait(&rx, progress_rx.as_ref(), on_progress, timeout, cancelled);
+        let still_pending = self.forget(&started);
+        if still_pending && method != "initialize" {
+            if let Err(Failure::TimedOut | Failure::Cancelled) = &outcome {
+                let reason = if outcome == Err(Failure::TimedOut) {
+                    "timed out"
+                } else {
+                    "cancelled by the user"
+                };
+                self.cancel(&started, reason);
+            }
+        }
+        outcome
+    }
+
+    /// Sends a request and returns at once: the reader thread calls `on_progress` for each of
+    /// its progress notifications (given a token) and `on_reply` with its answer, or with the
+    /// failure when the connection ends first. Neither is called once [`Client::give_up`]
+    /// returned true.
+    pub fn start(
+        &self,
+        method: &str,
+        params: Value,
+        on_progress: Option<(&str, OnProgress)>,
+        on_reply: Box<dyn FnOnce(Reply) + Send>,
+    ) -> Result<Started, Failure> {
+        let sink = on_progress.map(|(token, f)| (token.to_string(), ProgressSink::Callback(f)));
+        self.send_request(method, params, Waiter::Callback(on_reply), sink)
+    }
+
+    /// Gives up a request made with `start`: its callbacks are no longer called, and the server
+    /// hears `notifications/cancelled` with `reason`. False when its answer came first (its
+    /// reply callback has run or is running).
+    pub fn give_up(&self, started: &Started, reason: &str) -> bool {
+        let still_pending = self.forget(started);
+        if still_pending {
+            self.cancel(started, reason);
+        }
+        still_pending
+    }
+
+    /// Registers the waiter (and the progress sink, whose token goes in `_meta`) and sends.
+    fn send_request(
+        &self,
+        method: &str,
+        mut params: Value,
+        waiter: Waiter,
+        progress: Option<(String, ProgressSink)>,
+    ) -> Result<Started, Failure> {
         if let Some(why) = self.closed() {
             return Err(Failure::Closed(why));
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let (tx, rx) = bounded(1);
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, tx);
-        let progress_rx = on_progress.map(|(token, _)| {
-            let (ptx, prx) = unbounded();
-            self.progress
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(token.to_string(), ptx);
+        let token = progress.map(|(token, sink)| {
             if let Some(p) = params.as_object_mut() {
                 let meta = p.entry("_meta").or_insert_with(|| json!({}));
                 meta["progressToken"] = json!(token);
             }
-            prx
+            lock(&self.progress).insert(token.clone(), sink);
+            token
         });
         if self.modern.load(Ordering::SeqCst) {
             add_modern_meta(&mut params);
         }
+        lock(&self.pending).insert(id, waiter);
+        let started = Started { id, token };
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let outcome = match self.send(&message) {
-            Err(e) => Err(e),
-            Ok(()) => self.wait(&rx, progress_rx.as_ref(), on_progress, timeout, cancelled),
-        };
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        if let Some((token, _)) = on_progress {
-            self.progress
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(token);
+        match self.send(&message) {
+            Ok(()) => Ok(started),
+            Err(e) => {
+                self.forget(&started);
+                Err(e)
+            }
         }
-        if matches!(outcome, Err(Failure::TimedOut | Failure::Cancelled)) && method != "initialize"
-        {
-            let reason = if outcome == Err(Failure::TimedOut) {
-                "timed out"
-            } else {
-                "cancelled by the user"
-            };
-            self.notify(
-                "notifications/cancelled",
-                json!({"requestId": id, "reason": reason}),
-            );
+    }
+
+    /// Drops a request's waiter and progress sink; whether its answer was still to come.
+    fn forget(&self, started: &Started) -> bool {
+        if let Some(token) = &started.token {
+            lock(&self.progress).remove(token);
         }
-        outcome
+        lock(&self.pending).remove(&started.id).is_some()
+    }
+
+    fn cancel(&self, started: &Started, reason: &str) {
+        self.notify(
+            "notifications/cancelled",
+            json!({"requestId": started.id, "reason": reason}),
+        );
     }
 
     fn wait(
@@ -256,14 +336,9 @@ impl Client {
             Incoming::Closed(why) => return self.gone(why.clone(), Note::Closed(why)),
             Incoming::Expired(why) => return self.gone(why.clone(), Note::Expired(why)),
             Incoming::Failed { id, failure } => {
-                let waiter = id.as_u64().and_then(|id| {
-                    self.pending
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&id)
-                });
+                let waiter = id.as_u64().and_then(|id| lock(&self.pending).remove(&id));
                 if let Some(waiter) = waiter {
-                    let _ = waiter.send(Err(failure));
+                    waiter.answer(Err(failure));
                 }
                 return;
             }
@@ -274,15 +349,10 @@ impl Client {
             (Some(method), Some(id)) => self.answer_request(method, id.clone()),
             (Some(method), None) => self.on_notification(method, message.get("params")),
             (None, Some(id)) => {
-                let waiter = id.as_u64().and_then(|id| {
-                    self.pending
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&id)
-                });
+                let waiter = id.as_u64().and_then(|id| lock(&self.pending).remove(&id));
                 // No waiter: a late reply to a call given up, or an id we never sent.
                 if let Some(waiter) = waiter {
-                    let _ = waiter.send(reply_of(&message));
+                    waiter.answer(reply_of(&message));
                 }
             }
             (None, None) => log::debug!("MCP server sent a message with neither method nor id"),
@@ -295,13 +365,9 @@ impl Client {
         // The owner marks the server failed before any waiter hears of it: the next call then
         // sees the failure (and its back-off), not a half-dead connection.
         (self.notes)(note);
-        for (_, waiter) in self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-        {
-            let _ = waiter.send(Err(Failure::Closed(why.clone())));
+        let waiters: Vec<Waiter> = lock(&self.pending).drain().map(|(_, w)| w).collect();
+        for waiter in waiters {
+            waiter.answer(Err(Failure::Closed(why.clone())));
         }
     }
 
@@ -325,16 +391,11 @@ impl Client {
                     Some(other) => other.to_string(),
                     None => return,
                 };
-                let sender = self
-                    .progress
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get(&token)
-                    .cloned();
-                if let (Some(sender), Some(progress)) =
-                    (sender, params.get("progress").and_then(Value::as_f64))
+                let sink = lock(&self.progress).get(&token).cloned();
+                if let (Some(sink), Some(progress)) =
+                    (sink, params.get("progress").and_then(Value::as_f64))
                 {
-                    let _ = sender.send(Progress {
+                    sink.tell(Progress {
                         progress,
                         total: params.get("total").and_then(Value::as_f64),
                         message: params
@@ -354,6 +415,19 @@ impl Client {
             transport.close();
         }
     }
+}
+
+impl ProgressSink {
+    fn tell(&self, progress: Progress) {
+        match self {
+            ProgressSink::Thread(tx) => drop(tx.send(progress)),
+            ProgressSink::Callback(f) => f(progress),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn reply_of(message: &Value) -> Reply {

@@ -342,7 +342,10 @@ impl Transport for Http {
                     .name("gjc-mcp-http".into())
                     .spawn({
                         let (shared, key) = (shared.clone(), key.clone());
-                        move || http_read::exchange(&shared, agent, &message, &key)
+                        move || {
+                            crate::sched::prompt_thread();
+                            http_read::exchange(&shared, agent, &message, &key)
+                        }
                     });
                 match spawned {
                     Ok(_) => Ok(()),

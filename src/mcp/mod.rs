@@ -3,12 +3,14 @@
 //! files, the names tools reach the model under and the adapter that makes a server's tool one
 //! of the session's tools. The session owns its servers (`crate::session::mcp`).
 
+pub mod call;
 pub mod client;
 pub mod config;
 pub mod handshake;
 pub mod http;
 mod http_read;
 pub mod names;
+mod outgoing;
 pub mod server;
 pub mod stdio;
 pub mod tool;

@@ -322,6 +322,17 @@ impl Server {
         }
     }
 
+    /// The live connection of a ready server, for a call that starts without waiting.
+    pub fn ready_client(&self) -> Option<Arc<Client>> {
+        let inner = self.inner();
+        match (&inner.state, &inner.client) {
+            (State::Ready { .. }, Some(client)) if client.closed().is_none() => {
+                Some(client.clone())
+            }
+            _ => None,
+        }
+    }
+
     /// The connection for a call: the live one, or a new one when the server crashed and its
     /// back-off has passed (restarted on the calling thread).
     pub fn client_for_call(self: &Arc<Self>) -> Result<Arc<Client>, String> {

@@ -1,19 +1,22 @@
 //! The stdio transport: the server is a child process in its own process group (so a signal
 //! reaches everything it started), killed with gjc (`PR_SET_PDEATHSIG`), speaking newline-
-//! delimited JSON-RPC. One reader thread per server parses its stdout; another drains its stderr
-//! into a small ring, whose tail is the failure reason when the server dies (stderr carries logs,
-//! which are not logged by gjc: they may hold the secrets of its environment). Closing follows the
-//! spec: stdin closed, then SIGTERM to the group, then SIGKILL after a grace period.
+//! delimited JSON-RPC. Writes to its stdin never wait for it (`outgoing`), so any thread may
+//! send, the session's own too. One reader thread per server parses its stdout; another drains
+//! its stderr into a small ring, whose tail is the failure reason when the server dies (stderr
+//! carries logs, which are not logged by gjc: they may hold the secrets of its environment).
+//! Closing follows the spec: stdin closed, then SIGTERM to the group, then SIGKILL after a
+//! grace period.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdin, Command, Stdio as Pipe};
+use std::process::{Child, Command, Stdio as Pipe};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use super::config::Spec;
+use super::outgoing::Outgoing;
 use super::transport::{Deliver, Incoming, Transport};
 
 /// One message larger than this ends the connection (a result this large is a fault).
@@ -30,7 +33,7 @@ const KEPT_LINE_BYTES: usize = 16 * 1024;
 const GRACE: Duration = Duration::from_millis(1500);
 
 pub struct Stdio {
-    stdin: Mutex<Option<ChildStdin>>,
+    stdin: Outgoing,
     child: Mutex<Child>,
     pgid: i32,
 }
@@ -116,9 +119,12 @@ pub fn spawn(
             });
     }
     let stdout = stdout.ok_or("no stdout")?;
+    let stdin = Outgoing::new(stdin.ok_or("no stdin")?)
+        .map_err(|e| format!("cannot set up the server's input: {e}"))?;
     std::thread::Builder::new()
         .name("gjc-mcp-read".into())
         .spawn(move || {
+            crate::sched::prompt_thread();
             let why = read_messages(stdout, &deliver);
             // The drain thread may still be reading the last words; give it a moment.
             std::thread::sleep(Duration::from_millis(30));
@@ -132,7 +138,7 @@ pub fn spawn(
         })
         .map_err(|e| format!("cannot start reader thread: {e}"))?;
     Ok(Stdio {
-        stdin: Mutex::new(stdin),
+        stdin,
         child: Mutex::new(child),
         pgid,
     })
@@ -180,15 +186,11 @@ impl Transport for Stdio {
     fn send(&self, message: &Value) -> Result<(), String> {
         let mut line = serde_json::to_vec(message).map_err(|e| e.to_string())?;
         line.push(b'\n');
-        let mut stdin = self.stdin.lock().unwrap_or_else(|e| e.into_inner());
-        let pipe = stdin.as_mut().ok_or("the server is closed")?;
-        pipe.write_all(&line)
-            .and_then(|_| pipe.flush())
-            .map_err(|e| format!("cannot write to the server: {e}"))
+        self.stdin.send(&line)
     }
 
     fn close(&self) {
-        drop(self.stdin.lock().unwrap_or_else(|e| e.into_inner()).take());
+        self.stdin.close();
         let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
         if wait_until(&mut child, GRACE) {
             return kill_group(self.pgid, libc::SIGKILL);

@@ -7,10 +7,11 @@
 //! shell tool's output.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::client::Progress;
+use super::client::{Failure, Progress, Reply};
 use super::handshake::ToolDef;
 use super::server::Server;
 use crate::protocol::message::{Content, ToolOutput};
@@ -79,26 +80,36 @@ impl Tool for McpTool {
             &cancelled,
             Some((&ctx.call_id, &report)),
         );
-        match answer {
-            Ok(result) => map_result(&result),
-            Err(super::client::Failure::Cancelled) => {
-                ToolOutput::error("MCP tool call was aborted")
-            }
-            Err(super::client::Failure::TimedOut) => ToolOutput::error(format!(
-                "MCP server {} did not answer {} within {} s; the call was cancelled",
-                self.server.config.name,
-                self.def.name,
-                self.server.config.tool_timeout.as_secs_f64()
-            )),
-            Err(e) => ToolOutput::error(format!(
-                "MCP server {}: {} failed: {e}",
-                self.server.config.name, self.def.name
-            )),
-        }
+        self.outcome(answer)
+    }
+
+    fn as_mcp(&self) -> Option<&McpTool> {
+        Some(self)
     }
 }
 
-fn progress_output(p: &Progress) -> ToolOutput {
+impl McpTool {
+    /// The tool result of a call's answer, or of why it has none.
+    pub(super) fn outcome(&self, answer: Reply) -> ToolOutput {
+        let config = &self.server.config;
+        outcome(answer, &config.name, &self.def.name, config.tool_timeout)
+    }
+}
+
+/// The tool result of an answer of `server`'s `tool`, or of why it has none.
+pub(super) fn outcome(answer: Reply, server: &str, tool: &str, timeout: Duration) -> ToolOutput {
+    match answer {
+        Ok(result) => map_result(&result),
+        Err(Failure::Cancelled) => ToolOutput::error("MCP tool call was aborted"),
+        Err(Failure::TimedOut) => ToolOutput::error(format!(
+            "MCP server {server} did not answer {tool} within {} s; the call was cancelled",
+            timeout.as_secs_f64()
+        )),
+        Err(e) => ToolOutput::error(format!("MCP server {server}: {tool} failed: {e}")),
+    }
+}
+
+pub(super) fn progress_output(p: &Progress) -> ToolOutput {
     let mut text = match p.total {
         Some(total) => format!("progress {}/{}", p.progress, total),
         None => format!("progress {}", p.progress),

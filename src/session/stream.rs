@@ -10,6 +10,7 @@ use super::SessionLoop;
 use crate::protocol::message::{AgentMessage, AssistantMessage, StopReason};
 use crate::protocol::AgentEvent;
 use crate::provider::{ProviderEvent, ProviderFailure, ProviderMsg};
+use crate::tools::{ToolEvent, ToolMsg};
 
 impl SessionLoop {
     pub fn on_provider(&mut self, msg: ProviderMsg) {
@@ -226,6 +227,20 @@ impl SessionLoop {
                     retry_after: None,
                     overflow: false,
                 });
+            }
+            // A call whose clock the session keeps (an MCP call on no thread) timed out.
+            Phase::Tools {
+                running: Some((call, handle)),
+                ..
+            } => {
+                if let Some(output) = handle.expire(Instant::now()) {
+                    let msg = ToolMsg {
+                        generation: run.generation,
+                        call_id: call.id.clone(),
+                        event: ToolEvent::Done(output.into()),
+                    };
+                    self.on_tool(msg);
+                }
             }
             _ => {}
         }

@@ -174,6 +174,10 @@ pub trait Tool: Send + Sync {
     fn as_bash(&self) -> Option<&bash::Bash> {
         None
     }
+    /// An MCP server's tool, which `spawn` may start without a thread of its own.
+    fn as_mcp(&self) -> Option<&crate::mcp::tool::McpTool> {
+        None
+    }
 }
 
 /// The default active set (the seed's tool names).

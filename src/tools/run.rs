@@ -1,11 +1,13 @@
-//! Running a call: on a kept `gjc-tool` thread (`spawn`), or, for a host tool or a shell
-//! command with nothing to run around it, on no thread of its own (`start_direct`): the session
-//! answers a host tool call itself when the host's answer reaches it, and `gjc-bash` turns a
-//! command's output and exit into the call's messages. Either way the session hears of the call
-//! through `ToolMsg`s tagged with the run generation, and stops it through its `ToolHandle`.
+//! Running a call: on a kept `gjc-tool` thread (`spawn`), or, for a host tool, a shell command
+//! or an MCP tool with nothing to run around it, on no thread of its own (`start_direct`): the
+//! session answers a host tool call itself when the host's answer reaches it, `gjc-bash` turns a
+//! command's output and exit into the call's messages, and an MCP server's reader thread its
+//! progress and answer. Either way the session hears of the call through `ToolMsg`s tagged with
+//! the run generation, and stops it through its `ToolHandle`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crossbeam_channel::Sender;
 use serde_json::Value;
@@ -14,6 +16,7 @@ use super::{guard, Outcome, Services, Tool, ToolContext};
 use crate::exec::{BashHandle, JobOwner};
 use crate::host::tools::Step;
 use crate::host::HostHandle;
+use crate::mcp::call::{DirectCall, Step as McpStep};
 use crate::protocol::host_reply::HostReply;
 use crate::protocol::message::ToolOutput;
 use crate::protocol::Outbound;
@@ -48,6 +51,8 @@ enum Direct {
     Host(HostHandle, String),
     /// `gjc-bash`, and the call's command there.
     Bash(BashHandle, JobOwner),
+    /// An MCP call; the server's reader thread reports it.
+    Mcp(DirectCall),
 }
 
 impl ToolHandle {
@@ -60,9 +65,28 @@ impl ToolHandle {
         match &self.direct {
             Some(Direct::Host(host, id)) => return Some(host.tool_cancel(id)),
             Some(Direct::Bash(bash, owner)) => bash.abort(owner.clone()),
+            Some(Direct::Mcp(call)) => call.abort(),
             None => {}
         }
         None
+    }
+
+    /// When the call times out, for a call whose clock the session keeps (an MCP call started
+    /// on no thread).
+    pub fn deadline(&self) -> Option<Instant> {
+        match &self.direct {
+            Some(Direct::Mcp(call)) => call.deadline(),
+            _ => None,
+        }
+    }
+
+    /// The result a call past its deadline ends with (it is given up); `None` while it has
+    /// time, or when its end is already on its way.
+    pub fn expire(&self, now: Instant) -> Option<ToolOutput> {
+        match &self.direct {
+            Some(Direct::Mcp(call)) => call.expire(now),
+            _ => None,
+        }
     }
 
     /// The id of the host tool call this is, when the session answers it itself.
@@ -179,11 +203,12 @@ pub struct Started {
     pub frame: Option<Outbound>,
 }
 
-/// Starts a call with no thread of its own when nothing needs one: a host tool or the shell
-/// tool, no hook wrapping it, and nothing for the approval guard to ask (which it never has for
-/// a tool that only reads). `None` when the call needs a thread (`spawn`). The session answers
-/// a host tool call itself: it gets the host's answers and turns them into the call's messages
-/// with [`host_answer`].
+/// Starts a call with no thread of its own when nothing needs one: a host tool, the shell tool
+/// or the tool of a ready MCP server, no hook wrapping it, and nothing for the approval guard
+/// to ask (which it never has for a tool that only reads). `None` when the call needs a thread
+/// (`spawn`). The session answers a host tool call itself: it gets the host's answers and turns
+/// them into the call's messages with [`host_answer`]; it times an MCP call out itself too
+/// ([`ToolHandle::expire`]).
 pub fn start_direct(
     tool: &dyn Tool,
     args: &Value,
@@ -192,7 +217,8 @@ pub fn start_direct(
     generation: u64,
     tx: &Sender<ToolMsg>,
 ) -> Option<Started> {
-    if tool.as_host().is_none() && (tool.as_bash().is_none() || services.policy.host_terminal) {
+    let shell = tool.as_bash().is_some() && !services.policy.host_terminal;
+    if tool.as_host().is_none() && tool.as_mcp().is_none() && !shell {
         return None;
     }
     let send = messages(call_id, generation, tx);
@@ -218,6 +244,16 @@ pub fn start_direct(
                 let (id, frame) = host_tool.start_direct(args, call_id);
                 let direct = Direct::Host(host_tool.host.clone(), id);
                 return Some(started(Some(direct), Some(frame)));
+            }
+            if let Some(mcp) = tool.as_mcp() {
+                let report = move |step| {
+                    send(scrubbed(match step {
+                        McpStep::Progress(partial) => ToolEvent::Update(partial),
+                        McpStep::Done(output) => ToolEvent::Done(output.into()),
+                    }))
+                };
+                let call = mcp.start(args, call_id, report)?;
+                return Some(started(Some(Direct::Mcp(call)), None));
             }
             let owner = JobOwner::Tool(call_id.to_string());
             let bash = tool.as_bash()?;

@@ -3,7 +3,7 @@
 // "slow-start" answers nothing for its first 10 s ("slow-start:MS" for its first MS ms).
 // "stay" does not exit when its stdin ends (only a signal ends it).
 // Tools: ok, pid, crash, hang, garbage, flood (stderr), large (1 MB of text, under gjc's message
-// cap), big (a 50 MB result, over it).
+// cap), big (a 50 MB result, over it), deaf (never answers, and stops reading its stdin).
 "use strict";
 const [mode, arg] = (process.argv[2] || "").split(":");
 const awakeAt = Date.now() + (mode === "slow-start" ? Number(arg || 10000) : 0);
@@ -14,7 +14,7 @@ if (mode === "die-at-start") {
 }
 const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
 const text = (id, t) => send({ jsonrpc: "2.0", id, result: { content: [{ type: "text", text: t }] } });
-const tools = ["ok", "pid", "crash", "hang", "garbage", "flood", "large", "big"].map((name) => ({
+const tools = ["ok", "pid", "crash", "hang", "garbage", "flood", "large", "big", "deaf"].map((name) => ({
   name,
   description: "misbehaves: " + name,
   inputSchema: { type: "object", properties: {} },
@@ -55,6 +55,10 @@ function call(id, name) {
       return process.exit(3);
     case "hang":
       return;
+    case "deaf":
+      // A paused stdin is no reason to live on for node: the timer is.
+      setInterval(() => {}, 1 << 30);
+      return process.stdin.pause();
     case "garbage":
       process.stdout.write("this is not JSON-RPC\n{broken\n");
       return text(id, "after garbage");

@@ -18,6 +18,9 @@ pub enum Chunk {
     /// Waits until the test sends on (or drops) the gate's sender.
     Gate(Receiver<()>),
     Pause(Duration),
+    /// Runs work on the connection's thread before the next piece (a benchmark's floor: work
+    /// done by the least client at the same point of a turn).
+    Run(Box<dyn FnOnce() + Send>),
     /// Never sends anything more; the connection stays open until the client closes it.
     Stall,
     /// As `Stall`, and reports when the client's close (or reset) arrived.
@@ -282,6 +285,7 @@ fn write_reply(mut stream: &TcpStream, reply: Reply) -> bool {
                 let _ = rx.recv();
             }
             Chunk::Pause(d) => std::thread::sleep(d),
+            Chunk::Run(work) => work(),
             Chunk::Stall => {
                 // Hold the connection until the client goes away.
                 let mut probe = [0u8; 1];

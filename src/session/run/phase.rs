@@ -167,6 +167,10 @@ impl Run {
         match &self.phase {
             Phase::RetryWait { until, .. } | Phase::AwaitServers { until } => Some(*until),
             Phase::Streaming { last_event, .. } => Some(*last_event + stall),
+            Phase::Tools {
+                running: Some((_, handle)),
+                ..
+            } => handle.deadline(),
             _ => None,
         }
     }
