@@ -426,7 +426,9 @@ impl Transport for Http {
             agent.shutdown();
         }
         lock(&shared.idle).clear();
-        if let Some(listener) = shared.listener().take() {
+        // Taken out first: the slot is not held while the thread is waited for.
+        let listener = shared.listener().take();
+        if let Some(listener) = listener {
             listener.stop(http_get::STOP_WAIT);
         }
         let Some(session) = lock(&shared.session).take() else {
@@ -454,8 +456,9 @@ impl Drop for Http {
     // A transport dropped without `close` still ends its GET stream (which holds the shared
     // state, so it would otherwise listen on for nobody).
     fn drop(&mut self) {
-        if let Some(listener) = self.shared.listener().take() {
-            listener.stop(std::time::Duration::ZERO);
+        let listener = self.shared.listener().take();
+        if let Some(listener) = listener {
+            listener.stop(Duration::ZERO);
         }
     }
 }
