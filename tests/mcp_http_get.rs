@@ -243,6 +243,44 @@ fn a_server_without_a_get_stream_answers_405_and_is_not_asked_again() {
 }
 
 #[test]
+fn a_get_answered_404_is_the_session_forgotten_and_the_next_call_opens_a_new_one() {
+    let (forget, forgotten) = unbounded::<()>();
+    let (url, seen, gets, _) = legacy_server(&["ok"], move |n, _, stream, _| {
+        if n == 0 {
+            // Once the server is ready: a 404 while its tools are listed could leave it failed
+            // with none.
+            let _ = forgotten.recv_timeout(TIMEOUT);
+            return reply(stream, "404 Not Found", &[], "session not found");
+        }
+        reply(stream, "405 Method Not Allowed", &[], "")
+    });
+    let mut g = gjc()
+        .script(json!({"turns": [call("mcp__remote__ok", json!({})), say("done")]}))
+        .spawn();
+    add(&mut g, "remote", json!({"url": url}));
+    state_event(&mut g, "remote", "ready");
+    next(&gets, "the GET stream");
+    forget.send(()).unwrap();
+    let failed = state_event(&mut g, "remote", "failed");
+    assert!(
+        failed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("ended the MCP session (HTTP 404)"),
+        "{failed}"
+    );
+    await_get_threads(&g, 0);
+    // Nothing crashed: the next call opens a new session at once.
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    let ends = results(&g.run_events());
+    assert_eq!(text_of(&ends[0]), "called ok", "{}", ends[0]);
+    let initializes = (seen.lock().unwrap().iter())
+        .filter(|s| s.body["method"] == "initialize")
+        .count();
+    assert_eq!(initializes, 2);
+}
+
+#[test]
 fn a_dropped_get_stream_is_resumed_with_its_last_event_id_after_its_retry() {
     let dropped_at: Arc<Mutex<Option<Instant>>> = Arc::default();
     let at = dropped_at.clone();
