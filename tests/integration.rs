@@ -59,6 +59,7 @@ mod layout;
 mod mcp;
 /// MCP servers as tools over streamable HTTP: the reference server and failure paths.
 mod mcp_http;
+mod mcp_http_get;
 /// Prompts, tool loops, steering and follow-ups.
 mod prompt;
 /// Recorded provider streams and what is sent back.

@@ -21,6 +21,8 @@ use crate::support::{gjc, TIMEOUT};
 pub(crate) struct Everything {
     child: Child,
     pub url: String,
+    /// What it prints on stdout, line by line (one line per request it receives).
+    pub stdout: crossbeam_channel::Receiver<String>,
 }
 
 impl Drop for Everything {
@@ -46,10 +48,18 @@ pub(crate) fn everything_http() -> Everything {
         .arg("streamableHttp")
         .env("PORT", port.to_string())
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("node is needed for the MCP tests");
+    let stdout = child.stdout.take().unwrap();
+    let (out_tx, out_rx) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = out_tx.send(line);
+        }
+    });
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = crossbeam_channel::unbounded();
     std::thread::spawn(move || {
@@ -62,6 +72,7 @@ pub(crate) fn everything_http() -> Everything {
     let server = Everything {
         child,
         url: format!("http://127.0.0.1:{port}/mcp"),
+        stdout: out_rx,
     };
     let deadline = Instant::now() + TIMEOUT;
     let mut said = Vec::new();
@@ -117,13 +128,14 @@ fn aborting_a_long_call_over_http_cancels_it_and_the_server_stays_ready() {
 
 /// One request as our server read it.
 #[derive(Clone, Debug)]
-struct Seen {
-    headers: Vec<(String, String)>,
-    body: Value,
+pub(crate) struct Seen {
+    pub method: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
 }
 
 impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -135,7 +147,7 @@ type Handler = dyn Fn(&Seen, &mut TcpStream) + Send + Sync;
 
 /// A small HTTP/1.1 server on 127.0.0.1 (a thread per connection); the handler writes each
 /// answer. Returns its URL and what it was sent.
-fn serve(
+pub(crate) fn serve(
     handler: impl Fn(&Seen, &mut TcpStream) + Send + Sync + 'static,
 ) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -181,6 +193,7 @@ fn connection(mut stream: TcpStream, log: &Mutex<Vec<Seen>>, handler: &Handler) 
             return;
         }
         let seen = Seen {
+            method: line.split(' ').next().unwrap_or("").to_string(),
             headers,
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         };
@@ -189,7 +202,7 @@ fn connection(mut stream: TcpStream, log: &Mutex<Vec<Seen>>, handler: &Handler) 
     }
 }
 
-fn reply(stream: &mut TcpStream, status: &str, headers: &[(&str, &str)], body: &str) {
+pub(crate) fn reply(stream: &mut TcpStream, status: &str, headers: &[(&str, &str)], body: &str) {
     let mut head = format!("HTTP/1.1 {status}\r\ncontent-length: {}\r\n", body.len());
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -198,7 +211,12 @@ fn reply(stream: &mut TcpStream, status: &str, headers: &[(&str, &str)], body: &
 }
 
 /// A reply to `request` as an SSE answer, with its priming event first.
-fn sse_result(stream: &mut TcpStream, extra: &[(&str, &str)], request: &Value, result: Value) {
+pub(crate) fn sse_result(
+    stream: &mut TcpStream,
+    extra: &[(&str, &str)],
+    request: &Value,
+    result: Value,
+) {
     let message = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
     let body = format!("id: p\ndata: \n\nevent: message\ndata: {message}\n\n");
     let mut headers = vec![("content-type", "text/event-stream")];

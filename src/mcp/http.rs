@@ -8,8 +8,9 @@
 //! is kept for the next POST (its connection with it).
 //!
 //! The session id the server gives with the `initialize` reply (`Mcp-Session-Id`) and the
-//! negotiated version (`MCP-Protocol-Version`) go with every later POST; `close` ends the session
-//! with a DELETE. Configured headers go with every request too; their values are secrets and are
+//! negotiated version (`MCP-Protocol-Version`) go with every later request; `close` ends the
+//! session with a DELETE. Once a handshake-era server accepted `notifications/initialized`, one
+//! GET stream carries what it sends outside any request (`http_get`). Configured headers go with every request too; their values are secrets and are
 //! never logged. Redirects are not followed: a configured token must not travel to wherever a
 //! server points, so a 3xx is a failure that names where it pointed.
 
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::http_get::{self, Listener};
 use super::http_read;
 use super::transport::{Deliver, Transport};
 
@@ -89,6 +91,8 @@ pub(super) struct Shared {
     /// Requests in flight by their id (as JSON text), each with the agent reading its answer.
     inflight: Mutex<HashMap<String, ureq::Agent>>,
     idle: Mutex<Vec<ureq::Agent>>,
+    /// The GET stream, once opened (at most one per connection, never opened twice).
+    listener: Mutex<Option<Listener>>,
 }
 
 impl std::fmt::Debug for Http {
@@ -175,6 +179,7 @@ pub fn connect(
             closed: AtomicBool::new(false),
             inflight: Mutex::default(),
             idle: Mutex::default(),
+            listener: Mutex::default(),
         }),
     })
 }
@@ -214,10 +219,16 @@ impl Shared {
         }
     }
 
+    /// An idle agent (with its kept connection), else a new one.
     fn agent(&self) -> ureq::Agent {
         if let Some(agent) = lock(&self.idle).pop() {
             return agent;
         }
+        self.new_agent()
+    }
+
+    /// An agent of its own, e.g. for the GET stream, which keeps its connection for itself.
+    pub fn new_agent(&self) -> ureq::Agent {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
@@ -233,6 +244,16 @@ impl Shared {
         if idle.len() < IDLE_AGENTS && !self.is_closed() {
             idle.push(agent);
         }
+    }
+
+    /// Whether the request under `key` is still waited for (not cancelled, not closed).
+    pub fn in_flight(&self, key: &str) -> bool {
+        lock(&self.inflight).contains_key(key) && !self.is_closed()
+    }
+
+    /// The GET stream's slot: `listen` fills it once, `close` empties it.
+    pub fn listener(&self) -> MutexGuard<'_, Option<Listener>> {
+        lock(&self.listener)
     }
 
     /// The request in flight under `key` is over; `false` when it was cancelled or the
@@ -260,6 +281,29 @@ impl Shared {
             .timeout_global(Some(timeout))
             .build()
             .send(&body[..])
+    }
+
+    /// A GET of the event stream (`Accept: text/event-stream`), resuming after `last_event_id`
+    /// when given. Its headers must come within `connect` time; `timeout` bounds the whole
+    /// exchange (none for the long-lived GET stream, which `close` shuts down instead).
+    pub fn get(
+        &self,
+        agent: &ureq::Agent,
+        last_event_id: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+        let mut req = agent.get(&self.url).header("accept", "text/event-stream");
+        for (name, value) in self.headers_for(&Value::Null) {
+            req = req.header(name, value);
+        }
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        req.config()
+            .timeout_global(timeout)
+            .timeout_recv_response(Some(self.timeouts.connect))
+            .build()
+            .call()
     }
 
     /// The configured headers, the session's and, for a message of the modern revision, the
@@ -306,6 +350,10 @@ impl Shared {
                 .read_to_vec();
             if read.is_ok() {
                 self.give_back(agent);
+            }
+            // The handshake is over: the server may now push on a stream of its own.
+            if message["method"] == "notifications/initialized" {
+                http_get::listen(self);
             }
             return Ok(());
         }
@@ -381,6 +429,11 @@ impl Transport for Http {
             agent.shutdown();
         }
         lock(&shared.idle).clear();
+        // Taken out first: the slot is not held while the thread is waited for.
+        let listener = shared.listener().take();
+        if let Some(listener) = listener {
+            listener.stop(http_get::STOP_WAIT);
+        }
         let Some(session) = lock(&shared.session).take() else {
             return;
         };
@@ -399,6 +452,17 @@ impl Transport for Http {
             .timeout_global(Some(CLOSE_TIMEOUT))
             .build()
             .call();
+    }
+}
+
+impl Drop for Http {
+    // A transport dropped without `close` still ends its GET stream (which holds the shared
+    // state, so it would otherwise listen on for nobody).
+    fn drop(&mut self) {
+        let listener = self.shared.listener().take();
+        if let Some(listener) = listener {
+            listener.stop(Duration::ZERO);
+        }
     }
 }
 

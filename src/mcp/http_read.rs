@@ -2,15 +2,19 @@
 //! refused token, a session the server forgot, a redirect, a JSON-RPC error body, an HTTP error),
 //! then the body, one JSON message or an SSE stream, every message handed to the client as it
 //! comes until the reply to the request. One message is capped like a stdio line, a whole answer
-//! at twice that: a server that streams without end is cut there.
+//! at twice that: a server that streams without end is cut there. An event stream that breaks
+//! before the reply is resumed from its last event id when it gave ids (`http_get::Resume`).
 
+use std::cell::Cell;
 use std::io::{BufReader, Read};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::client::Failure;
 use super::http::Shared;
+use super::http_get::{Resume, Unresumed};
 use super::transport::Incoming;
 use crate::provider::sse::{SseError, SseLimits, SseReader};
 
@@ -135,7 +139,7 @@ pub(super) fn exchange(shared: &Arc<Shared>, agent: ureq::Agent, message: &Value
             "cannot reach the server at {}: {e}",
             shared.url
         ))),
-        Ok(response) => answer(shared, &agent, response, &id, initialize),
+        Ok(response) => answer(shared, &agent, response, (&id, key), initialize),
     };
     // Cancelled or closed meanwhile: the agent was shut down and nobody waits.
     if !shared.finish(key) {
@@ -155,11 +159,12 @@ fn failed(id: &Value, why: String) -> End {
     })
 }
 
+/// Reads the answer to the request `id`, in flight under `key`.
 fn answer(
     shared: &Shared,
     agent: &ureq::Agent,
     response: ureq::http::Response<ureq::Body>,
-    id: &Value,
+    (id, key): (&Value, &str),
     initialize: bool,
 ) -> End {
     let status = response.status().as_u16();
@@ -201,7 +206,7 @@ fn answer(
         .to_ascii_lowercase();
     let body = response.into_body();
     if kind.starts_with("text/event-stream") {
-        read_stream(shared, agent, body, id, initialize)
+        read_stream(shared, agent, body, (id, key), initialize)
     } else if kind.starts_with("application/json") {
         read_json(shared, body, id, initialize)
     } else {
@@ -292,72 +297,109 @@ impl std::fmt::Display for Cut {
 
 impl std::error::Error for Cut {}
 
-/// A body that fails once more than `left` bytes were read from it.
+/// A body that fails once more than `left` bytes were read from it (shared by the bodies of
+/// one answer: its POST's and those resuming it).
 struct Capped<R> {
     inner: R,
-    left: u64,
+    left: Rc<Cell<u64>>,
 }
 
 impl<R: Read> Read for Capped<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.left == 0 {
+        let left = self.left.get();
+        if left == 0 {
             return Err(std::io::Error::other(Cut));
         }
-        let want = buf
-            .len()
-            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
         let n = self.inner.read(&mut buf[..want])?;
-        self.left -= n as u64;
+        self.left.set(left - n as u64);
         Ok(n)
     }
+}
+
+/// How reading an answer's event stream stopped.
+enum Stopped {
+    /// The answer is settled.
+    Settled(End),
+    /// The stream ended or broke before the reply: how, in words.
+    Broke(String),
 }
 
 fn read_stream(
     shared: &Shared,
     agent: &ureq::Agent,
     body: ureq::Body,
-    id: &Value,
+    (id, key): (&Value, &str),
     initialize: bool,
 ) -> End {
     let limits = shared.limits;
-    let capped = Capped {
-        inner: body.into_reader(),
-        left: limits.response,
-    };
+    let left = Rc::new(Cell::new(limits.response));
     let sse_limits = SseLimits {
         line: limits.message,
         event: limits.message,
     };
-    let mut sse = SseReader::with_limits(BufReader::with_capacity(16 * 1024, capped), sse_limits);
+    let mut resume = Resume::new(shared.timeouts.request);
+    let mut body = body;
+    loop {
+        let capped = Capped {
+            inner: body.into_reader(),
+            left: left.clone(),
+        };
+        let reader = BufReader::with_capacity(16 * 1024, capped);
+        let mut sse = SseReader::with_limits(reader, sse_limits);
+        let broke = match read_events(shared, agent, &mut sse, id, initialize) {
+            Stopped::Settled(end) => return end,
+            Stopped::Broke(why) => why,
+        };
+        // A dropped connection is not a cancel: the answer goes on from its last event id.
+        resume.saw(&sse);
+        body = match resume.next(shared, agent, key, &broke) {
+            Ok(body) => body,
+            Err(Unresumed::Failed(why)) => return failed(id, why),
+            Err(Unresumed::Instead(incoming)) => return End::Instead(incoming),
+            // Whoever gave up learns nothing more from this thread.
+            Err(Unresumed::Abandoned) => return End::Replied(false),
+        };
+    }
+}
+
+/// Reads events, handing each message on, until the reply to `id` or the stream's end.
+fn read_events(
+    shared: &Shared,
+    agent: &ureq::Agent,
+    sse: &mut SseReader<impl std::io::BufRead>,
+    id: &Value,
+    initialize: bool,
+) -> Stopped {
+    let limits = shared.limits;
     loop {
         let event = match sse.next_event() {
             Ok(Some(event)) => event,
             Ok(None) => {
-                return failed(
-                    id,
+                return Stopped::Broke(
                     "the server ended the answer's event stream without a reply".into(),
                 )
             }
             Err(SseError::TooLarge { .. }) => {
-                return failed(
+                return Stopped::Settled(failed(
                     id,
                     format!(
                         "the server sent an event over {}; the answer was cut there",
                         size(limits.message as u64)
                     ),
-                )
+                ))
             }
             Err(SseError::Io(e)) if e.get_ref().is_some_and(|inner| inner.is::<Cut>()) => {
-                return failed(
+                return Stopped::Settled(failed(
                     id,
                     format!(
                         "the server's event stream passed {} without a reply; it was cut there",
                         size(limits.response)
                     ),
-                )
+                ))
             }
             Err(SseError::Io(e)) => {
-                return failed(id, format!("the answer's event stream broke: {e}"))
+                return Stopped::Broke(format!("the answer's event stream broke: {e}"))
             }
         };
         // The priming event (an id, empty data) and keep-alives carry no message.
@@ -367,7 +409,7 @@ fn read_stream(
         match serde_json::from_str::<Value>(&event.data) {
             Ok(value) => {
                 if hand_on_all(shared, value, id, initialize) {
-                    return End::Replied(at_end(agent, &mut sse));
+                    return Stopped::Settled(End::Replied(at_end(agent, sse)));
                 }
             }
             Err(_) => log::debug!("MCP server sent an event that is not JSON"),

@@ -8,6 +8,7 @@ pub mod client;
 pub mod config;
 pub mod handshake;
 pub mod http;
+mod http_get;
 mod http_read;
 pub mod names;
 mod outgoing;

@@ -182,6 +182,14 @@ impl Server {
                     client.close();
                     return Err("the server was stopped".into());
                 }
+                // The connection failed after its tools were listed (an HTTP server's GET
+                // stream can hear of a forgotten session then): it stays failed, not ready.
+                if let State::Failed { reason } = &inner.state {
+                    let reason = reason.clone();
+                    drop(inner);
+                    client.close();
+                    return Err(reason);
+                }
                 inner.state = State::Ready { tools: tools.len() };
                 inner.tools = tools;
                 inner.client = Some(client.clone());

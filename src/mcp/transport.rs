@@ -1,6 +1,6 @@
 //! How the client reaches a server. The client only sends messages and closes; what arrives is
 //! handed to it by the transport's own readers (stdio: one per process; streamable HTTP: one per
-//! POST in flight), so the client does not know which transport it speaks over.
+//! POST in flight and one for the GET stream), so the client does not know which transport it speaks over.
 
 use serde_json::Value;
 

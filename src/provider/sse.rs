@@ -62,6 +62,10 @@ pub struct SseReader<R> {
     /// A CR ended the previous line; a LF right after it belongs to the same line ending.
     after_cr: bool,
     done: bool,
+    /// The stream's last event id (the `id` field; it stays until another one replaces it).
+    last_id: Option<String>,
+    /// The reconnection time the stream asked for (`retry`, in milliseconds).
+    retry: Option<u64>,
 }
 
 impl<R: BufRead> SseReader<R> {
@@ -77,7 +81,19 @@ impl<R: BufRead> SseReader<R> {
             line: Vec::new(),
             after_cr: false,
             done: false,
+            last_id: None,
+            retry: None,
         }
+    }
+
+    /// The last event id the stream gave (an empty `id` field clears it), for resuming it.
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.last_id.as_deref().filter(|id| !id.is_empty())
+    }
+
+    /// The reconnection time the stream asked for, in milliseconds.
+    pub fn retry(&self) -> Option<u64> {
+        self.retry
     }
 
     /// The next event, `Ok(None)` at EOF. Comment lines are skipped; `on_comment` is not needed by
@@ -122,6 +138,16 @@ impl<R: BufRead> SseReader<R> {
                     has_data = true;
                 }
                 "event" => event.event = Some(line[value_start..].to_string()),
+                // As the SSE standard says: an id holding NUL is ignored, a retry must be digits.
+                "id" if !line[value_start..].contains('\0') => {
+                    self.last_id = Some(line[value_start..].to_string());
+                }
+                "retry" => {
+                    let value = &line[value_start..];
+                    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+                        self.retry = Some(value.parse().unwrap_or(u64::MAX));
+                    }
+                }
                 _ => {}
             }
         }
@@ -242,6 +268,27 @@ mod tests {
             assert_eq!(got[1].data, "one\ntwo");
             assert_eq!(got[2].data, "last");
         }
+    }
+
+    #[test]
+    fn the_last_event_id_and_retry_are_kept_across_events() {
+        let data =
+            b"id: e1\nretry: 2500\ndata: a\n\ndata: b\n\nid: e2\nretry: x\n\ndata: c\n\nid\n\n";
+        let mut sse = SseReader::new(&data[..]);
+        assert_eq!(sse.last_event_id(), None);
+        assert_eq!(sse.next_event().unwrap().unwrap().data, "a");
+        assert_eq!((sse.last_event_id(), sse.retry()), (Some("e1"), Some(2500)));
+        assert_eq!(sse.next_event().unwrap().unwrap().data, "b");
+        assert_eq!(
+            sse.last_event_id(),
+            Some("e1"),
+            "an event without id keeps the last one"
+        );
+        // An event of only an id is not dispatched, yet its id counts; a bad retry is ignored.
+        assert_eq!(sse.next_event().unwrap().unwrap().data, "c");
+        assert_eq!((sse.last_event_id(), sse.retry()), (Some("e2"), Some(2500)));
+        assert!(sse.next_event().unwrap().is_none());
+        assert_eq!(sse.last_event_id(), None, "an empty id clears it");
     }
 
     #[test]
