@@ -44,8 +44,8 @@ pub fn batch_own_threads() {
 }
 
 /// Gives the calling thread the default policy back, for a thread that another process wakes
-/// and that has only to hand what it read on: an MCP server's reader (stdio) or a request's
-/// (HTTP). Under `SCHED_BATCH` it would wait for whatever runs on a busy core to block, between
+/// and that has only to hand what it read on: an MCP server's reader (stdio), a request's or
+/// the GET stream's (HTTP). Under `SCHED_BATCH` it would wait for whatever runs on a busy core to block, between
 /// the server's answer and the session.
 pub fn prompt_thread() {
     restore_in_child();

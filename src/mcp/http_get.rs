@@ -80,6 +80,7 @@ pub fn listen(shared: &Arc<Shared>) {
         .spawn({
             let (shared, agent) = (shared.clone(), agent.clone());
             move || {
+                crate::sched::prompt_thread();
                 run(&shared, &agent, &woken);
                 drop(ended);
             }
