@@ -4,8 +4,8 @@
 //! number's digits with it, under jsonschema). Defined here, the link needs nothing from libm,
 //! `--as-needed` leaves libm out of the binary's needed libraries, and the loader neither maps
 //! nor relocates it. Relocating libm runs the resolvers of its many CPU-specific functions,
-//! spread over its code: that cost every start time and about 320 KB of resident pages
-//! (docs/architecture.md, "Start-up cost"). The definition is the `libm` crate's, the Rust
+//! spread over its code: that cost every start time and resident pages (docs/architecture.md,
+//! "Start-up cost"). The definition is the `libm` crate's, the Rust
 //! port of musl's, accurate to within one unit in the last place as glibc's is.
 
 /// `log2(3)` for every caller in the process.
