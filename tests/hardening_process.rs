@@ -404,3 +404,17 @@ fn gjc_threads_are_batched_and_the_commands_it_runs_are_not() {
         "{d}"
     );
 }
+
+/// The loader maps no libm: gjc defines the one function its dependencies take from it
+/// (`src/loader.rs`), and loading libm cost every start time and resident pages.
+#[test]
+fn the_binary_loads_no_libm() {
+    // glibc's loader lists what it would load and exits, without running the program.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gjc"))
+        .env("LD_TRACE_LOADED_OBJECTS", "1")
+        .output()
+        .expect("run the loader");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.contains("libc.so"), "not glibc's listing: {listed}");
+    assert!(!listed.contains("libm.so"), "libm is loaded: {listed}");
+}

@@ -15,7 +15,7 @@ use super::client::{Failure, Progress, Reply};
 use super::handshake::ToolDef;
 use super::server::Server;
 use crate::protocol::message::{Content, ToolOutput};
-use crate::tools::{Tool, ToolContext};
+use crate::tools::{DirectStart, Tool, ToolContext};
 
 /// The text of one result kept at most, as the shell tool's output.
 pub const MAX_TEXT_BYTES: usize = 50 * 1024;
@@ -83,7 +83,7 @@ impl Tool for McpTool {
         self.outcome(answer)
     }
 
-    fn as_mcp(&self) -> Option<&McpTool> {
+    fn as_direct(&self) -> Option<&dyn DirectStart> {
         Some(self)
     }
 }

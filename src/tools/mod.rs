@@ -8,6 +8,7 @@
 pub mod ask;
 pub mod bash;
 pub mod confine;
+mod direct;
 pub mod edit;
 mod effect;
 mod errors;
@@ -26,6 +27,7 @@ pub mod todo;
 pub mod workflow_gate;
 pub mod write;
 
+pub use direct::{DirectCall, DirectStart, DirectStep, Report};
 pub use effect::{Outcome, ToolEffect};
 pub use errors::{RegistryError, ValidationError};
 pub use run::{host_answer, spawn, start_direct, Started, ToolEvent, ToolHandle, ToolMsg};
@@ -174,8 +176,9 @@ pub trait Tool: Send + Sync {
     fn as_bash(&self) -> Option<&bash::Bash> {
         None
     }
-    /// An MCP server's tool, which `spawn` may start without a thread of its own.
-    fn as_mcp(&self) -> Option<&crate::mcp::tool::McpTool> {
+    /// A tool whose calls start on no thread and are reported by another thread (an MCP
+    /// server's), which `spawn` may start that way.
+    fn as_direct(&self) -> Option<&dyn DirectStart> {
         None
     }
 }

@@ -12,11 +12,10 @@ use std::time::Instant;
 use crossbeam_channel::Sender;
 use serde_json::Value;
 
-use super::{guard, Outcome, Services, Tool, ToolContext};
+use super::{guard, DirectCall, DirectStep, Outcome, Services, Tool, ToolContext};
 use crate::exec::{BashHandle, JobOwner};
 use crate::host::tools::Step;
 use crate::host::HostHandle;
-use crate::mcp::call::{DirectCall, Step as McpStep};
 use crate::protocol::host_reply::HostReply;
 use crate::protocol::message::ToolOutput;
 use crate::protocol::Outbound;
@@ -51,8 +50,8 @@ enum Direct {
     Host(HostHandle, String),
     /// `gjc-bash`, and the call's command there.
     Bash(BashHandle, JobOwner),
-    /// An MCP call; the server's reader thread reports it.
-    Mcp(DirectCall),
+    /// A call another thread reports (an MCP server's reader).
+    Other(Box<dyn DirectCall>),
 }
 
 impl ToolHandle {
@@ -65,17 +64,17 @@ impl ToolHandle {
         match &self.direct {
             Some(Direct::Host(host, id)) => return Some(host.tool_cancel(id)),
             Some(Direct::Bash(bash, owner)) => bash.abort(owner.clone()),
-            Some(Direct::Mcp(call)) => call.abort(),
+            Some(Direct::Other(call)) => call.abort(),
             None => {}
         }
         None
     }
 
-    /// When the call times out, for a call whose clock the session keeps (an MCP call started
-    /// on no thread).
+    /// When the call times out, for a call whose clock the session keeps (one another thread
+    /// reports, as an MCP call).
     pub fn deadline(&self) -> Option<Instant> {
         match &self.direct {
-            Some(Direct::Mcp(call)) => call.deadline(),
+            Some(Direct::Other(call)) => call.deadline(),
             _ => None,
         }
     }
@@ -84,7 +83,7 @@ impl ToolHandle {
     /// time, or when its end is already on its way.
     pub fn expire(&self, now: Instant) -> Option<ToolOutput> {
         match &self.direct {
-            Some(Direct::Mcp(call)) => call.expire(now),
+            Some(Direct::Other(call)) => call.expire(now),
             _ => None,
         }
     }
@@ -218,7 +217,7 @@ pub fn start_direct(
     tx: &Sender<ToolMsg>,
 ) -> Option<Started> {
     let shell = tool.as_bash().is_some() && !services.policy.host_terminal;
-    if tool.as_host().is_none() && tool.as_mcp().is_none() && !shell {
+    if tool.as_host().is_none() && tool.as_direct().is_none() && !shell {
         return None;
     }
     let send = messages(call_id, generation, tx);
@@ -245,15 +244,15 @@ pub fn start_direct(
                 let direct = Direct::Host(host_tool.host.clone(), id);
                 return Some(started(Some(direct), Some(frame)));
             }
-            if let Some(mcp) = tool.as_mcp() {
-                let report = move |step| {
+            if let Some(direct) = tool.as_direct() {
+                let report = Box::new(move |step| {
                     send(scrubbed(match step {
-                        McpStep::Progress(partial) => ToolEvent::Update(partial),
-                        McpStep::Done(output) => ToolEvent::Done(output.into()),
+                        DirectStep::Progress(partial) => ToolEvent::Update(partial),
+                        DirectStep::Done(output) => ToolEvent::Done(output.into()),
                     }))
-                };
-                let call = mcp.start(args, call_id, report)?;
-                return Some(started(Some(Direct::Mcp(call)), None));
+                });
+                let call = direct.start(args, call_id, report)?;
+                return Some(started(Some(Direct::Other(call)), None));
             }
             let owner = JobOwner::Tool(call_id.to_string());
             let bash = tool.as_bash()?;
