@@ -410,7 +410,9 @@ fn gjc_threads_are_batched_and_the_commands_it_runs_are_not() {
 #[test]
 fn the_binary_loads_no_libm() {
     // glibc's loader lists what it would load and exits, without running the program.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gjc"))
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gjc"));
+    let _home = crate::support::isolate(&mut command);
+    let out = command
         .env("LD_TRACE_LOADED_OBJECTS", "1")
         .output()
         .expect("run the loader");
