@@ -96,7 +96,9 @@ pub struct ToolSpec {
 #[derive(Debug)]
 pub struct ProviderMsg {
     pub generation: u64,
-    pub event: ProviderEvent,
+    /// Boxed: the session's provider lane preallocates and initialises all of its slots, and a
+    /// slot the size of the largest event (~200 bytes) made it 52 KB resident from the start.
+    pub event: Box<ProviderEvent>,
 }
 
 #[derive(Debug)]
@@ -188,7 +190,7 @@ impl EventSink {
         self.tx
             .send(ProviderMsg {
                 generation: self.generation,
-                event,
+                event: Box::new(event),
             })
             .is_ok()
     }

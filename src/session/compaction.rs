@@ -299,7 +299,7 @@ impl SessionLoop {
         let Some(c) = &mut self.compaction else {
             return;
         };
-        match msg.event {
+        match *msg.event {
             ProviderEvent::Start | ProviderEvent::Usage(_) => {}
             ProviderEvent::Delta(ev) => c.partial.apply(&ev),
             // A summary is a model request too: its usage counts against an unattended budget.

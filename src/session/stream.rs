@@ -38,7 +38,7 @@ impl SessionLoop {
         }
         let stream_id = *stream;
         *last_event = Instant::now();
-        match msg.event {
+        match *msg.event {
             ProviderEvent::Start => {
                 if !*started {
                     *started = true;
