@@ -108,7 +108,8 @@ line = re.compile(r"\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+\d+\s+(\S.*):\((\
 for text in open(sys.argv[1]):
     fields = text.split()
     if len(fields) == 5 and fields[4].startswith("."):
-        inside = fields[4] == ".rodata"
+        # .rodata, and the section the script made last time (its constants are still read).
+        inside = fields[4] in (".rodata", ".rodata.startup_order")
         continue
     m = inside and line.match(text)
     # The linker's own merged sections (strings, literals) are not named by input: they stay.
