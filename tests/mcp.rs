@@ -226,6 +226,31 @@ fn long_call_ahead() -> Gjc {
     g
 }
 
+/// A call's timeout counts from its last progress: an operation three times longer than its
+/// tool timeout, reporting every half second, ends well.
+#[test]
+fn progress_keeps_a_call_alive_past_its_timeout() {
+    let mut g = gjc()
+        .script(json!({"turns": [
+            call("mcp__everything__trigger-long-running-operation", json!({"duration": 3, "steps": 6})),
+            say("done"),
+        ]}))
+        .spawn();
+    let mut server = everything();
+    server["toolTimeoutSec"] = json!(1.0);
+    add(&mut g, "everything", server);
+    state_event(&mut g, "everything", "ready");
+    g.ok(json!({"type": "prompt", "message": "go"}));
+    let events = g.run_events();
+    let ends = results(&events);
+    assert_eq!(ends[0]["isError"], false, "{}", ends[0]);
+    let updates = events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_update")
+        .count();
+    assert!(updates >= 4, "{updates} progress updates");
+}
+
 #[test]
 fn aborting_a_long_running_call_cancels_it_and_the_server_stays_ready() {
     abort_during_progress(&mut long_call_ahead());
