@@ -57,6 +57,8 @@ mod isolation;
 mod layout;
 /// MCP servers as tools, over stdio, against real servers.
 mod mcp;
+/// MCP tool calls, and servers that misbehave during one.
+mod mcp_calls;
 /// MCP servers as tools over streamable HTTP: the reference server and failure paths.
 mod mcp_http;
 mod mcp_http_get;
