@@ -1,5 +1,6 @@
 // A small MCP server over stdio (legacy handshake) that misbehaves on request, for the tests in
-// tests/mcp.rs and tests/mcp_calls.rs. Modes from argv: "die-at-start" exits at once with a reason on stderr.
+// tests/mcp.rs and tests/mcp_calls.rs. Modes from argv: "die-at-start" exits at once with a
+// reason on stderr.
 // "slow-start" answers nothing for its first 10 s ("slow-start:MS" for its first MS ms).
 // "stay" does not exit when its stdin ends (only a signal ends it).
 // Tools: ok, pid, crash, hang, garbage, flood (stderr), large (1 MB of text, under gjc's message
