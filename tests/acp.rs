@@ -9,6 +9,8 @@ mod confine;
 mod live;
 /// An editor's streamable HTTP MCP server.
 mod mcp_http;
+/// An editor's MCP tool under the permission setting and plan mode.
+mod mcp_policy;
 /// `$/cancel_request`, a dead parent, a client that stops reading stdout.
 mod robust;
 /// The bash tool in the editor's terminal (`terminal/*`).

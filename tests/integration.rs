@@ -61,7 +61,10 @@ mod mcp;
 mod mcp_calls;
 /// MCP servers as tools over streamable HTTP: the reference server and failure paths.
 mod mcp_http;
+/// The GET stream of streamable HTTP: the server's messages outside a request, resumption.
 mod mcp_http_get;
+/// MCP tools under hooks, as built-in tools are.
+mod mcp_policy;
 /// Prompts, tool loops, steering and follow-ups.
 mod prompt;
 /// Recorded provider streams and what is sent back.

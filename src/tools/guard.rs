@@ -162,6 +162,8 @@ mod tests {
         assert!(refusal("bash", &json!({"command": "rm -rf x"}), &ctx).is_some());
         assert!(refusal("bash", &json!({"command": "ls -la"}), &ctx).is_none());
         assert!(refusal("read", &json!({"path": "a.txt"}), &ctx).is_none());
+        // An MCP tool counts as a command, even one whose name says it only reads.
+        assert!(refusal("mcp__fs__read_file", &json!({"path": "a.txt"}), &ctx).is_some());
     }
 
     #[test]
@@ -171,6 +173,8 @@ mod tests {
         assert!(refusal("edit", &json!({"path": "a"}), &ctx).is_none());
         assert!(refusal("bash", &json!({"command": "git status"}), &ctx).is_none());
         let out = refusal("bash", &json!({"command": "touch x"}), &ctx).unwrap();
+        assert!(crate::tools::tests::text(&out).contains("no host"));
+        let out = refusal("mcp__fs__read_file", &json!({}), &ctx).unwrap();
         assert!(crate::tools::tests::text(&out).contains("no host"));
     }
 }

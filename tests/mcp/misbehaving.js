@@ -5,6 +5,8 @@
 // "stay" does not exit when its stdin ends (only a signal ends it).
 // Tools: ok, pid, crash, hang, garbage, flood (stderr), large (1 MB of text, under gjc's message
 // cap), big (a 50 MB result, over it), deaf (never answers, and stops reading its stdin).
+// With MCP_CALL_LOG set, each tools/call appends the tool's name to that file, so a test can tell
+// which calls reached the server.
 "use strict";
 const [mode, arg] = (process.argv[2] || "").split(":");
 const awakeAt = Date.now() + (mode === "slow-start" ? Number(arg || 10000) : 0);
@@ -40,6 +42,7 @@ function handle(m) {
     case "tools/list":
       return send({ jsonrpc: "2.0", id: m.id, result: { tools } });
     case "tools/call":
+      if (process.env.MCP_CALL_LOG) require("fs").appendFileSync(process.env.MCP_CALL_LOG, m.params.name + "\n");
       return call(m.id, m.params.name);
     default:
       return send({ jsonrpc: "2.0", id: m.id, error: { code: -32601, message: "Method not found" } });
