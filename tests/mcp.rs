@@ -402,6 +402,17 @@ fn unattended_runs_call_mcp_tools_only_when_their_action_class_is_allowed() {
     assert!(text_of(&ends[0]).contains("mcp_tool.invoke"), "{}", ends[0]);
     let end = events.last().unwrap();
     assert_eq!(end["deniedActions"][0]["tool"], "mcp__bad__ok", "{end}");
+    // The audit trail has the denial, under the MCP tool's own action class.
+    let files = crate::unattended::audit_files(&g);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let records = crate::unattended::audit_records(&files[0]);
+    let denied: Vec<_> = records
+        .iter()
+        .filter(|r| r["event"] == "action_denied")
+        .collect();
+    assert_eq!(denied.len(), 1, "{records:?}");
+    assert_eq!(denied[0]["action"], "mcp_tool.invoke", "{}", denied[0]);
+    assert_eq!(denied[0]["outcome"], "denied");
 }
 
 #[test]
