@@ -405,10 +405,11 @@ fn gjc_threads_are_batched_and_the_commands_it_runs_are_not() {
     );
 }
 
-/// The loader maps no libm: gjc defines the one function its dependencies take from it
-/// (`src/loader.rs`), and loading libm cost every start time and resident pages.
+/// The loader maps no libm and no libgcc_s: gjc defines the one function its dependencies take
+/// from libm (`src/loader.rs`) and links the unwinder in (build.rs); loading either cost every
+/// start time and resident pages.
 #[test]
-fn the_binary_loads_no_libm() {
+fn the_binary_loads_no_libm_and_no_libgcc_s() {
     // glibc's loader lists what it would load and exits, without running the program.
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gjc"));
     let _home = crate::support::isolate(&mut command);
@@ -419,4 +420,6 @@ fn the_binary_loads_no_libm() {
     let listed = String::from_utf8_lossy(&out.stdout);
     assert!(listed.contains("libc.so"), "not glibc's listing: {listed}");
     assert!(!listed.contains("libm.so"), "libm is loaded: {listed}");
+    // The unwinder is linked in (build.rs), so libgcc_s is not loaded either.
+    assert!(!listed.contains("libgcc_s"), "libgcc_s is loaded: {listed}");
 }
