@@ -86,6 +86,8 @@ fn static_unwinder() {
     if !archive.is_absolute() || !archive.is_file() {
         return;
     }
+    // The script names the archive by path: a compiler upgrade that moves it runs this again.
+    println!("cargo:rerun-if-changed={}", archive.display());
     let dir = PathBuf::from(var("OUT_DIR")).join("static-unwinder");
     let script = format!("INPUT({})\n", archive.display());
     if std::fs::create_dir_all(&dir).is_err()
